@@ -1,0 +1,70 @@
+//! [`Dataset`]: a graph with node features, labels and a train/valid/test split.
+
+use crate::graph::Graph;
+
+/// Dense node features, row-major `[num_nodes, dim]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFeatures {
+    /// Number of rows (nodes).
+    pub num_nodes: usize,
+    /// Number of columns (feature dimension).
+    pub dim: usize,
+    /// `num_nodes * dim` values, row-major: node `v`'s features are `values[v * dim..(v + 1) * dim]`.
+    pub values: Vec<f32>,
+}
+
+impl NodeFeatures {
+    /// The feature row of `node`, shape `[dim]`.
+    ///
+    /// # Panics
+    /// If `node >= num_nodes`.
+    pub fn row(&self, node: usize) -> &[f32] {
+        &self.values[node * self.dim..(node + 1) * self.dim]
+    }
+}
+
+/// Node ids of the train, validation and test sets (each sorted ascending when produced by this
+/// crate).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Split {
+    /// Training nodes.
+    pub train: Vec<u32>,
+    /// Validation nodes.
+    pub valid: Vec<u32>,
+    /// Test nodes.
+    pub test: Vec<u32>,
+}
+
+/// A node-classification dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    /// Dataset name (from `meta.json` `name`, else the folder name; `"csbm"` for synthetic data).
+    pub name: String,
+    /// The graph.
+    pub graph: Graph,
+    /// Node features `[N, dim]`, `None` when the dataset has none.
+    pub features: Option<NodeFeatures>,
+    /// Class id per node, shape `[N]`; `-1` = unlabelled.
+    pub labels: Vec<i64>,
+    /// Number of classes: the largest label + 1.
+    pub num_classes: usize,
+    /// Train/valid/test node ids.
+    pub split: Split,
+}
+
+impl Dataset {
+    /// Number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.graph.num_nodes()
+    }
+
+    /// Feature dimension (0 when there are no features).
+    pub fn feature_dim(&self) -> usize {
+        self.features.as_ref().map_or(0, |f| f.dim)
+    }
+
+    /// Number of labelled nodes (label `>= 0`).
+    pub fn num_labeled(&self) -> usize {
+        self.labels.iter().filter(|&&l| l >= 0).count()
+    }
+}

@@ -1,0 +1,438 @@
+//! Shortest-path distance indexes of node sequences, stored as `u8` buckets.
+//!
+//! A Graph Transformer's spatial encoding needs `d(i, j)` for every pair of nodes of a
+//! sequence. [`DistanceIndex`] stores exactly that, one byte per pair (`[S, S]`), never
+//! `S * S * H` floats; the model maps buckets to per-head biases itself.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::GraphError;
+use crate::graph::Graph;
+
+/// The largest allowed `max_distance` (255 is reserved for "farther or unreachable").
+pub const MAX_DISTANCE_LIMIT: u8 = 254;
+
+/// Where shortest paths may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum DistanceScope {
+    /// Paths through any node of the whole graph (bounded BFS from each sequence node).
+    #[default]
+    Graph,
+    /// Paths through nodes of the sequence only (BFS in the induced subgraph).
+    Induced,
+}
+
+/// Reusable scratch memory for distance computations on one graph: per-node stamp arrays, so a
+/// BFS costs `O(visited)` rather than `O(N)`. One per thread.
+#[derive(Debug, Clone)]
+pub struct DistanceWorkspace {
+    /// `visit_stamp[v] == stamp` marks `v` visited in the current BFS.
+    visit_stamp: Vec<u32>,
+    stamp: u32,
+    /// `member_stamp[v] == member_round` marks `v` as in the current sequence, at `position[v]`.
+    member_stamp: Vec<u32>,
+    member_round: u32,
+    position: Vec<u32>,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl DistanceWorkspace {
+    /// Scratch memory for a graph of `num_nodes` nodes (three zeroed `u32` arrays of that
+    /// length; the pages are touched only where a BFS goes).
+    pub fn new(num_nodes: usize) -> Self {
+        Self {
+            visit_stamp: vec![0; num_nodes],
+            stamp: 0,
+            member_stamp: vec![0; num_nodes],
+            member_round: 0,
+            position: vec![0; num_nodes],
+            frontier: Vec::new(),
+            next: Vec::new(),
+        }
+    }
+
+    fn next_stamp(&mut self) -> u32 {
+        if self.stamp == u32::MAX {
+            self.visit_stamp.fill(0);
+            self.stamp = 0;
+        }
+        self.stamp += 1;
+        self.stamp
+    }
+
+    fn next_member_round(&mut self) -> u32 {
+        if self.member_round == u32::MAX {
+            self.member_stamp.fill(0);
+            self.member_round = 0;
+        }
+        self.member_round += 1;
+        self.member_round
+    }
+
+    fn position_of(&self, v: u32) -> Option<usize> {
+        (self.member_stamp[v as usize] == self.member_round).then(|| self.position[v as usize] as usize)
+    }
+}
+
+/// Shortest-path distances between the nodes of one sequence, `[S, S]` bytes, row-major:
+/// `get(i, j)` is the length of the shortest path from `nodes[i]` to `nodes[j]` following arcs
+/// `src -> dst`, exact for `0..=max_distance`, and `max_distance + 1` for "farther or
+/// unreachable". The diagonal is 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistanceIndex {
+    seq_len: usize,
+    max_distance: u8,
+    data: Vec<u8>,
+}
+
+impl DistanceIndex {
+    /// Computes the index of the sequence `nodes`.
+    ///
+    /// [`DistanceScope::Graph`] runs a BFS of depth `max_distance` from every sequence node over
+    /// the whole graph, stopping early once every sequence node is reached;
+    /// [`DistanceScope::Induced`] runs BFS in the subgraph induced by `nodes`. This call
+    /// allocates a fresh [`DistanceWorkspace`]; use [`DistanceIndex::with_workspace`] in loops.
+    ///
+    /// # Errors
+    /// [`GraphError::MaxDistanceTooLarge`] if `max_distance > 254`,
+    /// [`GraphError::NodeOutOfRange`] / [`GraphError::DuplicateNode`] for a bad node list.
+    pub fn new(
+        graph: &Graph,
+        nodes: &[u32],
+        max_distance: u8,
+        scope: DistanceScope,
+    ) -> Result<Self, GraphError> {
+        Self::with_workspace(
+            graph,
+            nodes,
+            max_distance,
+            scope,
+            &mut DistanceWorkspace::new(graph.num_nodes()),
+        )
+    }
+
+    /// [`DistanceIndex::new`] reusing `workspace`, which must have been created for a graph
+    /// with this node count.
+    ///
+    /// # Errors
+    /// As [`DistanceIndex::new`]; also [`GraphError::InvalidConfig`] if the workspace is for a
+    /// different node count.
+    pub fn with_workspace(
+        graph: &Graph,
+        nodes: &[u32],
+        max_distance: u8,
+        scope: DistanceScope,
+        ws: &mut DistanceWorkspace,
+    ) -> Result<Self, GraphError> {
+        if max_distance > MAX_DISTANCE_LIMIT {
+            return Err(GraphError::MaxDistanceTooLarge { max_distance });
+        }
+        let n = graph.num_nodes();
+        if ws.visit_stamp.len() != n {
+            return Err(GraphError::InvalidConfig {
+                field: "workspace",
+                value: ws.visit_stamp.len().to_string(),
+                reason: "a workspace must be created for the graph's node count",
+            });
+        }
+        // Register the sequence members.
+        let round = ws.next_member_round();
+        for (i, &v) in nodes.iter().enumerate() {
+            if v as usize >= n {
+                return Err(GraphError::NodeOutOfRange {
+                    node: u64::from(v),
+                    num_nodes: n,
+                    position: i,
+                });
+            }
+            if ws.member_stamp[v as usize] == round {
+                return Err(GraphError::DuplicateNode {
+                    node: v,
+                    first: ws.position[v as usize] as usize,
+                    second: i,
+                });
+            }
+            ws.member_stamp[v as usize] = round;
+            ws.position[v as usize] = i as u32;
+        }
+
+        let s = nodes.len();
+        let far = max_distance + 1;
+        let mut data = vec![far; s * s];
+        for (i, &source) in nodes.iter().enumerate() {
+            let row = &mut data[i * s..(i + 1) * s];
+            row[i] = 0;
+            if max_distance == 0 || s == 1 {
+                continue;
+            }
+            bfs_row(graph, source, max_distance, scope, ws, row, s - 1);
+        }
+        Ok(Self {
+            seq_len: s,
+            max_distance,
+            data,
+        })
+    }
+
+    /// Sequence length `S`.
+    pub fn len(&self) -> usize {
+        self.seq_len
+    }
+
+    /// Whether the sequence is empty.
+    pub fn is_empty(&self) -> bool {
+        self.seq_len == 0
+    }
+
+    /// The largest exactly stored distance.
+    pub fn max_distance(&self) -> u8 {
+        self.max_distance
+    }
+
+    /// Number of distinct bucket values: `max_distance + 2` (`0..=max_distance` and "farther").
+    pub fn num_buckets(&self) -> usize {
+        usize::from(self.max_distance) + 2
+    }
+
+    /// The `[S, S]` row-major bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Consumes the index, returning its `[S, S]` row-major bytes.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.data
+    }
+
+    /// Distances from `nodes[i]` to every sequence node, shape `[S]`.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn row(&self, i: usize) -> &[u8] {
+        &self.data[i * self.seq_len..(i + 1) * self.seq_len]
+    }
+
+    /// Distance bucket from `nodes[i]` to `nodes[j]`.
+    ///
+    /// # Panics
+    /// If `i` or `j` is `>= len()`.
+    pub fn get(&self, i: usize, j: usize) -> u8 {
+        assert!(j < self.seq_len, "column {j} out of range for length {}", self.seq_len);
+        self.data[i * self.seq_len + j]
+    }
+}
+
+/// BFS from `source` up to depth `max_distance`, writing distances of sequence members into
+/// `row`; stops once `targets` other members are found.
+fn bfs_row(
+    graph: &Graph,
+    source: u32,
+    max_distance: u8,
+    scope: DistanceScope,
+    ws: &mut DistanceWorkspace,
+    row: &mut [u8],
+    targets: usize,
+) {
+    let stamp = ws.next_stamp();
+    ws.visit_stamp[source as usize] = stamp;
+    let mut frontier = std::mem::take(&mut ws.frontier);
+    let mut next = std::mem::take(&mut ws.next);
+    frontier.clear();
+    frontier.push(source);
+    let mut found = 0usize;
+    'levels: for depth in 1..=max_distance {
+        next.clear();
+        for &u in &frontier {
+            for &w in graph.neighbors(u) {
+                if ws.visit_stamp[w as usize] == stamp {
+                    continue;
+                }
+                let pos = ws.position_of(w);
+                if scope == DistanceScope::Induced && pos.is_none() {
+                    continue;
+                }
+                ws.visit_stamp[w as usize] = stamp;
+                if let Some(p) = pos {
+                    row[p] = depth;
+                    found += 1;
+                    if found == targets {
+                        break 'levels;
+                    }
+                }
+                next.push(w);
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        std::mem::swap(&mut frontier, &mut next);
+    }
+    ws.frontier = frontier;
+    ws.next = next;
+}
+
+/// Distance indexes of all `sequences`, computed in parallel with rayon (one
+/// [`DistanceWorkspace`] per worker). Output `i` belongs to `sequences[i]`.
+///
+/// # Errors
+/// The first error (in sequence order) of [`DistanceIndex::new`].
+pub fn distance_indexes(
+    graph: &Graph,
+    sequences: &[Vec<u32>],
+    max_distance: u8,
+    scope: DistanceScope,
+) -> Result<Vec<DistanceIndex>, GraphError> {
+    if max_distance > MAX_DISTANCE_LIMIT {
+        return Err(GraphError::MaxDistanceTooLarge { max_distance });
+    }
+    sequences
+        .par_iter()
+        .map_init(
+            || DistanceWorkspace::new(graph.num_nodes()),
+            |ws, seq| DistanceIndex::with_workspace(graph, seq, max_distance, scope, ws),
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{GraphOptions, SelfLoops};
+    use rand::{Rng, SeedableRng};
+    use rand::seq::SliceRandom;
+    use rand_chacha::ChaCha8Rng;
+    use std::collections::VecDeque;
+
+    /// Plain full BFS over an adjacency restricted to `allowed`.
+    fn reference(graph: &Graph, nodes: &[u32], max: u8, scope: DistanceScope) -> Vec<u8> {
+        let n = graph.num_nodes();
+        let allowed: Vec<bool> = match scope {
+            DistanceScope::Graph => vec![true; n],
+            DistanceScope::Induced => {
+                let mut a = vec![false; n];
+                for &v in nodes {
+                    a[v as usize] = true;
+                }
+                a
+            }
+        };
+        let mut out = Vec::new();
+        for &s in nodes {
+            let mut dist = vec![usize::MAX; n];
+            dist[s as usize] = 0;
+            let mut q = VecDeque::from([s]);
+            while let Some(u) = q.pop_front() {
+                for &w in graph.neighbors(u) {
+                    if allowed[w as usize] && dist[w as usize] == usize::MAX {
+                        dist[w as usize] = dist[u as usize] + 1;
+                        q.push_back(w);
+                    }
+                }
+            }
+            for &t in nodes {
+                let d = dist[t as usize];
+                out.push(if d > usize::from(max) { max + 1 } else { d as u8 });
+            }
+        }
+        out
+    }
+
+    fn random_graph(rng: &mut ChaCha8Rng, n: usize, m: usize, symmetrize: bool) -> Graph {
+        let edges: Vec<(u32, u32)> = (0..m)
+            .map(|_| (rng.random_range(0..n as u32), rng.random_range(0..n as u32)))
+            .collect();
+        let options = GraphOptions {
+            symmetrize,
+            self_loops: SelfLoops::Keep,
+        };
+        Graph::from_edges(n, &edges, &options).unwrap()
+    }
+
+    #[test]
+    fn matches_reference_bfs_on_random_graphs() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for trial in 0..60 {
+            let n = rng.random_range(1..60);
+            let m = rng.random_range(0..3 * n);
+            let g = random_graph(&mut rng, n, m, trial % 2 == 0);
+            let mut all: Vec<u32> = (0..n as u32).collect();
+            all.shuffle(&mut rng);
+            let s = rng.random_range(1..=n);
+            let nodes = &all[..s];
+            for max in [0u8, 1, 2, 3, 5, 254] {
+                for scope in [DistanceScope::Graph, DistanceScope::Induced] {
+                    let idx = DistanceIndex::new(&g, nodes, max, scope).unwrap();
+                    let expected = reference(&g, nodes, max, scope);
+                    assert_eq!(idx.as_bytes(), &expected[..], "trial {trial} max {max} {scope:?}");
+                    assert_eq!(idx.len(), s);
+                    assert_eq!(idx.num_buckets(), usize::from(max) + 2);
+                    for i in 0..s {
+                        assert_eq!(idx.get(i, i), 0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unreachable_is_max_plus_one_and_scopes_differ() {
+        // Path 0 - 1 - 2 plus isolated 3; sequence without the middle node.
+        let g = Graph::from_edges(4, &[(0, 1), (1, 2)], &GraphOptions::default()).unwrap();
+        let nodes = [0, 2, 3];
+        let graph = DistanceIndex::new(&g, &nodes, 4, DistanceScope::Graph).unwrap();
+        assert_eq!(graph.as_bytes(), &[0, 2, 5, 2, 0, 5, 5, 5, 0]);
+        let induced = DistanceIndex::new(&g, &nodes, 4, DistanceScope::Induced).unwrap();
+        assert_eq!(induced.as_bytes(), &[0, 5, 5, 5, 0, 5, 5, 5, 0]);
+        let short = DistanceIndex::new(&g, &nodes, 1, DistanceScope::Graph).unwrap();
+        assert_eq!(short.get(0, 1), 2, "distance 2 > max 1 is the far bucket");
+    }
+
+    #[test]
+    fn directed_arcs_are_followed_one_way() {
+        let options = GraphOptions {
+            symmetrize: false,
+            self_loops: SelfLoops::Remove,
+        };
+        let g = Graph::from_edges(3, &[(0, 1), (1, 2)], &options).unwrap();
+        let idx = DistanceIndex::new(&g, &[0, 1, 2], 3, DistanceScope::Graph).unwrap();
+        assert_eq!(idx.row(0), &[0, 1, 2]);
+        assert_eq!(idx.row(2), &[4, 4, 0]);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let g = Graph::from_edges(3, &[(0, 1)], &GraphOptions::default()).unwrap();
+        assert!(matches!(
+            DistanceIndex::new(&g, &[0, 1], 255, DistanceScope::Graph),
+            Err(GraphError::MaxDistanceTooLarge { max_distance: 255 })
+        ));
+        assert!(matches!(
+            DistanceIndex::new(&g, &[0, 3], 2, DistanceScope::Graph),
+            Err(GraphError::NodeOutOfRange { node: 3, position: 1, .. })
+        ));
+        assert!(matches!(
+            DistanceIndex::new(&g, &[1, 0, 1], 2, DistanceScope::Induced),
+            Err(GraphError::DuplicateNode { node: 1, first: 0, second: 2 })
+        ));
+        assert!(matches!(
+            distance_indexes(&g, &[vec![0]], 255, DistanceScope::Graph),
+            Err(GraphError::MaxDistanceTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn parallel_matches_single() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let g = random_graph(&mut rng, 300, 900, true);
+        let mut all: Vec<u32> = (0..300).collect();
+        all.shuffle(&mut rng);
+        let seqs: Vec<Vec<u32>> = all.chunks(37).map(<[u32]>::to_vec).collect();
+        let many = distance_indexes(&g, &seqs, 3, DistanceScope::Graph).unwrap();
+        assert_eq!(many.len(), seqs.len());
+        for (idx, seq) in many.iter().zip(&seqs) {
+            assert_eq!(idx, &DistanceIndex::new(&g, seq, 3, DistanceScope::Graph).unwrap());
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! Fast line-oriented reading of gzip-or-plain CSV files: block reading, parallel per-line
+//! parsing with exact 1-based line numbers, and byte-level number parsing.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use flate2::read::MultiGzDecoder;
+use rayon::prelude::*;
+
+use crate::error::LoadError;
+
+/// Bytes read per block; blocks are parsed in parallel pieces.
+const BLOCK_SIZE: usize = 8 << 20;
+/// Blocks smaller than this are parsed as one piece.
+const PARALLEL_MIN: usize = 256 << 10;
+
+/// A data file, compressed (`.gz`) or plain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SourceFile {
+    /// Path of the file found.
+    pub path: PathBuf,
+    /// Whether it is gzip-compressed.
+    pub gz: bool,
+}
+
+impl SourceFile {
+    /// Finds `<plain>.gz`, else `<plain>`; `None` when neither exists.
+    pub fn find(plain: &Path) -> Option<SourceFile> {
+        let mut gz_name = plain.as_os_str().to_owned();
+        gz_name.push(".gz");
+        let gz = PathBuf::from(gz_name);
+        if gz.is_file() {
+            Some(SourceFile { path: gz, gz: true })
+        } else if plain.is_file() {
+            Some(SourceFile {
+                path: plain.to_path_buf(),
+                gz: false,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Like [`SourceFile::find`], but a missing file is a [`LoadError::MissingFile`] naming the
+    /// `.gz` path.
+    pub fn require(plain: &Path) -> Result<SourceFile, LoadError> {
+        Self::find(plain).ok_or_else(|| {
+            let mut gz_name = plain.as_os_str().to_owned();
+            gz_name.push(".gz");
+            LoadError::MissingFile {
+                path: PathBuf::from(gz_name),
+            }
+        })
+    }
+
+    fn read_error(&self, source: io::Error) -> LoadError {
+        if self.gz {
+            LoadError::Gzip {
+                path: self.path.clone(),
+                source,
+            }
+        } else {
+            LoadError::Io {
+                path: self.path.clone(),
+                source,
+            }
+        }
+    }
+
+    /// Opens the file, checking the gzip magic of compressed files.
+    fn open(&self) -> Result<Box<dyn Read>, LoadError> {
+        let io_err = |source| LoadError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut file = File::open(&self.path).map_err(io_err)?;
+        if !self.gz {
+            return Ok(Box::new(file));
+        }
+        let mut magic = [0u8; 2];
+        let mut got = 0;
+        while got < 2 {
+            match file.read(&mut magic[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        if got < 2 || magic != [0x1f, 0x8b] {
+            return Err(self.read_error(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "missing gzip magic bytes 1f 8b",
+            )));
+        }
+        file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        Ok(Box::new(MultiGzDecoder::new(BufReader::with_capacity(
+            1 << 20,
+            file,
+        ))))
+    }
+
+    /// Reads the file in blocks of whole lines, calling `f(block, first_line)` for each; the
+    /// last line may lack its newline.
+    pub fn for_each_block(
+        &self,
+        f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
+    ) -> Result<(), LoadError> {
+        self.for_each_block_sized(BLOCK_SIZE, f)
+    }
+
+    /// [`SourceFile::for_each_block`] with an initial buffer of `block_size` bytes.
+    fn for_each_block_sized(
+        &self,
+        block_size: usize,
+        mut f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
+    ) -> Result<(), LoadError> {
+        let mut reader = self.open()?;
+        let mut buf = vec![0u8; block_size.max(1)];
+        let mut len = 0usize;
+        let mut line = 1u64;
+        loop {
+            let mut eof = false;
+            while len < buf.len() {
+                match reader.read(&mut buf[len..]) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => len += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(self.read_error(e)),
+                }
+            }
+            if eof {
+                if len > 0 {
+                    f(&buf[..len], line)?;
+                }
+                return Ok(());
+            }
+            match buf[..len].iter().rposition(|&b| b == b'\n') {
+                Some(last) => {
+                    let block = &buf[..=last];
+                    f(block, line)?;
+                    line += count_newlines(block);
+                    buf.copy_within(last + 1..len, 0);
+                    len -= last + 1;
+                }
+                // One line longer than the buffer: grow it.
+                None => buf.resize(buf.len() * 2, 0),
+            }
+        }
+    }
+}
+
+/// Number of `\n` bytes.
+pub(crate) fn count_newlines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Lines of a block (without `\n` or a trailing `\r`); a final newline does not start a line.
+pub(crate) fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let body = block.strip_suffix(b"\n").unwrap_or(block);
+    let empty = block.is_empty();
+    body.split(|&b| b == b'\n')
+        .filter(move |_| !empty)
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+}
+
+/// Whether a line is empty or only whitespace.
+pub(crate) fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// Splits a block into about `n` pieces that each end at a line boundary.
+fn pieces(block: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut out = Vec::with_capacity(n);
+    let target = block.len().div_ceil(n.max(1)).max(1);
+    let mut start = 0;
+    while start < block.len() {
+        let mut end = (start + target).min(block.len());
+        if end < block.len() {
+            match block[end..].iter().position(|&b| b == b'\n') {
+                Some(p) => end += p + 1,
+                None => end = block.len(),
+            }
+        }
+        out.push(&block[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// Tracks blank lines: they are allowed only after the last non-blank line of a file.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BlankLines {
+    first_blank: Option<u64>,
+    last_content: Option<u64>,
+    content_lines: u64,
+}
+
+impl BlankLines {
+    fn merge(&mut self, other: BlankLines) {
+        self.first_blank = match (self.first_blank, other.first_blank) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_content = self.last_content.max(other.last_content);
+        self.content_lines += other.content_lines;
+    }
+
+    /// Number of non-blank lines seen.
+    pub fn content_lines(&self) -> u64 {
+        self.content_lines
+    }
+
+    /// Errors with [`LoadError::EmptyLine`] if a blank line precedes a non-blank one.
+    pub fn check(&self, path: &Path) -> Result<(), LoadError> {
+        match (self.first_blank, self.last_content) {
+            (Some(blank), Some(content)) if blank < content => Err(LoadError::EmptyLine {
+                path: path.to_path_buf(),
+                line: blank,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Parses every non-blank line of `block` (whose first line is `first_line`) with
+/// `parse(line_bytes, line_number, out)`, in parallel pieces for large blocks, appending to `out`
+/// in file order. Returns the first error in file order.
+pub(crate) fn parse_block<T: Send>(
+    block: &[u8],
+    first_line: u64,
+    out: &mut Vec<T>,
+    blanks: &mut BlankLines,
+    parse: impl Fn(&[u8], u64, &mut Vec<T>) -> Result<(), LoadError> + Sync,
+) -> Result<(), LoadError> {
+    let parse_piece = |piece: &[u8], first: u64, out: &mut Vec<T>| {
+        let mut b = BlankLines::default();
+        for (i, line) in lines(piece).enumerate() {
+            let number = first + i as u64;
+            if is_blank(line) {
+                b.first_blank.get_or_insert(number);
+            } else {
+                b.last_content = Some(number);
+                b.content_lines += 1;
+                parse(line, number, out)?;
+            }
+        }
+        Ok::<_, LoadError>(b)
+    };
+    if block.len() < PARALLEL_MIN {
+        let b = parse_piece(block, first_line, out)?;
+        blanks.merge(b);
+        return Ok(());
+    }
+    let parts = pieces(block, 4 * rayon::current_num_threads());
+    let counts: Vec<u64> = parts.par_iter().map(|p| count_newlines(p)).collect();
+    let mut starts = Vec::with_capacity(parts.len());
+    let mut line = first_line;
+    for c in &counts {
+        starts.push(line);
+        line += c;
+    }
+    let results: Vec<Result<(Vec<T>, BlankLines), LoadError>> = parts
+        .par_iter()
+        .zip(starts.par_iter())
+        .map(|(piece, &start)| {
+            let mut local = Vec::new();
+            parse_piece(piece, start, &mut local).map(|b| (local, b))
+        })
+        .collect();
+    for r in results {
+        let (mut local, b) = r?;
+        out.append(&mut local);
+        blanks.merge(b);
+    }
+    Ok(())
+}
+
+/// Parses every line of a file with `parse`, returning the values and the number of non-blank
+/// lines. Blank lines are allowed only at the end.
+pub(crate) fn parse_file<T: Send>(
+    src: &SourceFile,
+    parse: impl Fn(&[u8], u64, &mut Vec<T>) -> Result<(), LoadError> + Sync,
+) -> Result<(Vec<T>, u64), LoadError> {
+    let mut out = Vec::new();
+    let mut blanks = BlankLines::default();
+    src.for_each_block(|block, first| parse_block(block, first, &mut out, &mut blanks, &parse))?;
+    blanks.check(&src.path)?;
+    Ok((out, blanks.content_lines()))
+}
+
+/// Trims ASCII whitespace at both ends.
+pub(crate) fn trim(field: &[u8]) -> &[u8] {
+    field.trim_ascii()
+}
+
+/// Field text for error messages: lossy UTF-8, at most 64 bytes.
+pub(crate) fn show(field: &[u8]) -> String {
+    let f = &field[..field.len().min(64)];
+    String::from_utf8_lossy(f).into_owned()
+}
+
+/// Parses a non-negative decimal integer (surrounding whitespace allowed).
+pub(crate) fn parse_u64(field: &[u8]) -> Option<u64> {
+    let f = trim(field);
+    let f = f.strip_prefix(b"+").unwrap_or(f);
+    if f.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in f {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(v)
+}
+
+/// Parses a decimal integer with an optional sign (surrounding whitespace allowed).
+pub(crate) fn parse_i64(field: &[u8]) -> Option<i64> {
+    let f = trim(field);
+    match f.strip_prefix(b"-") {
+        Some(rest) => {
+            let v = parse_u64(rest)?;
+            if rest.first() == Some(&b'+') {
+                return None;
+            }
+            0i64.checked_sub_unsigned(v)
+        }
+        None => i64::try_from(parse_u64(f)?).ok(),
+    }
+}
+
+/// Parses a float (Rust `f32` syntax, surrounding whitespace allowed); may return NaN/inf.
+pub(crate) fn parse_f32(field: &[u8]) -> Option<f32> {
+    let f = trim(field);
+    // Fast path for short unsigned integers such as the 0/1 bag-of-words features.
+    if !f.is_empty() && f.len() <= 7 && f.iter().all(u8::is_ascii_digit) {
+        let mut v = 0u32;
+        for &b in f {
+            v = v * 10 + u32::from(b - b'0');
+        }
+        return Some(v as f32);
+    }
+    std::str::from_utf8(f).ok()?.parse::<f32>().ok()
+}
+
+/// Parses a line that must hold exactly one node id `< num_nodes`.
+pub(crate) fn parse_node_line(
+    path: &Path,
+    line: &[u8],
+    number: u64,
+    num_nodes: usize,
+) -> Result<u32, LoadError> {
+    let fields = line.iter().filter(|&&b| b == b',').count() + 1;
+    if fields != 1 {
+        return Err(LoadError::FieldCount {
+            path: path.to_path_buf(),
+            line: number,
+            expected: 1,
+            found: fields,
+        });
+    }
+    parse_node_field(path, line, number, 1, num_nodes)
+}
+
+/// Parses one field as a node id `< num_nodes`.
+pub(crate) fn parse_node_field(
+    path: &Path,
+    field: &[u8],
+    line: u64,
+    index: usize,
+    num_nodes: usize,
+) -> Result<u32, LoadError> {
+    let node = parse_u64(field).ok_or_else(|| LoadError::Parse {
+        path: path.to_path_buf(),
+        line,
+        field: index,
+        value: show(field),
+        expected: "a non-negative integer node id",
+    })?;
+    if node >= num_nodes as u64 {
+        return Err(LoadError::NodeOutOfRange {
+            path: path.to_path_buf(),
+            line,
+            field: index,
+            node,
+            num_nodes,
+        });
+    }
+    Ok(node as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_hold_whole_lines_with_correct_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.csv");
+        let mut text = String::new();
+        for i in 0..300 {
+            // Varying lengths, one line longer than the smallest buffers.
+            text.push_str(&"x".repeat(i % 37));
+            text.push_str(&format!("{i}\n"));
+        }
+        text.push_str("last-without-newline");
+        std::fs::write(&path, &text).unwrap();
+        let src = SourceFile { path, gz: false };
+        for size in [1, 7, 16, 64, 1000, 1 << 20] {
+            let mut seen = Vec::new();
+            src.for_each_block_sized(size, |block, first| {
+                for (i, line) in lines(block).enumerate() {
+                    seen.push((first + i as u64, String::from_utf8(line.to_vec()).unwrap()));
+                }
+                Ok(())
+            })
+            .unwrap();
+            let expected: Vec<(u64, String)> =
+                text.lines().enumerate().map(|(i, l)| (i as u64 + 1, l.to_string())).collect();
+            assert_eq!(seen, expected, "block size {size}");
+        }
+    }
+
+    #[test]
+    fn integers() {
+        assert_eq!(parse_u64(b" 42 "), Some(42));
+        assert_eq!(parse_u64(b"+7"), Some(7));
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"1.0"), None);
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_i64(b"-1"), Some(-1));
+        assert_eq!(parse_i64(b"-+1"), None);
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"x"), None);
+    }
+
+    #[test]
+    fn floats() {
+        assert_eq!(parse_f32(b"0"), Some(0.0));
+        assert_eq!(parse_f32(b"1234567"), Some(1234567.0));
+        assert_eq!(parse_f32(b"-0.5e1"), Some(-5.0));
+        assert_eq!(parse_f32(b" 0.25\t"), Some(0.25));
+        assert!(parse_f32(b"nan").is_some_and(f32::is_nan));
+        assert_eq!(parse_f32(b"abc"), None);
+        assert_eq!(parse_f32(b""), None);
+    }
+
+    #[test]
+    fn line_splitting() {
+        let v: Vec<&[u8]> = lines(b"a\r\nb\n\nc").collect();
+        assert_eq!(v, vec![&b"a"[..], b"b", b"", b"c"]);
+        assert_eq!(lines(b"a\n").count(), 1);
+        assert_eq!(lines(b"").count(), 0);
+        assert_eq!(lines(b"\n").count(), 1);
+    }
+
+    #[test]
+    fn pieces_end_on_lines() {
+        let block = b"11\n22\n33\n44\n55\n";
+        for n in 1..8 {
+            let p = pieces(block, n);
+            assert_eq!(p.concat(), block.to_vec());
+            for piece in &p {
+                assert!(piece.ends_with(b"\n"));
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_parse_matches_sequential_and_reports_first_error() {
+        let mut text = String::new();
+        for i in 0..200_000u32 {
+            text.push_str(&format!("{i}\n"));
+        }
+        let mut out = Vec::new();
+        let mut blanks = BlankLines::default();
+        parse_block(text.as_bytes(), 1, &mut out, &mut blanks, |l, n, o: &mut Vec<(u64, u64)>| {
+            o.push((parse_u64(l).unwrap_or(u64::MAX), n));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(out.len(), 200_000);
+        assert!(out.iter().enumerate().all(|(i, &(v, n))| v == i as u64 && n == i as u64 + 1));
+        assert_eq!(blanks.content_lines(), 200_000);
+
+        let text = text.replacen("150000\n", "x\n", 1).replacen("170000\n", "y\n", 1);
+        let err = parse_block(
+            text.as_bytes(),
+            1,
+            &mut Vec::<u32>::new(),
+            &mut BlankLines::default(),
+            |l, n, _| {
+                parse_u64(l).map(|_| ()).ok_or(LoadError::EmptyLine {
+                    path: PathBuf::from("t"),
+                    line: n,
+                })
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(err, LoadError::EmptyLine { line: 150_001, .. }), "{err:?}");
+    }
+}

@@ -1,0 +1,4 @@
+//! placeholder
+
+pub mod config;
+pub use config::{ParallelConfig, ParallelConfigError};

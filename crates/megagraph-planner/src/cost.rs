@@ -1,0 +1,409 @@
+//! The cost model: [`CostModel`] turns a fitted profile, a cluster and a workload into per-stage
+//! times and memory of a candidate [`Mesh`] ([`CandidateCost`]) and whole-step estimates
+//! ([`StepEstimate`]).
+//!
+//! Per micro-batch of `q` sequences (`b = S / cp` local rows each, `r = q * b` rows), a stage
+//! holding `k` layers takes
+//!
+//! ```text
+//! [stage 0] embedding(r) + k * (dense(r) + ring_fwd + ring_bwd) + [last] head(r) + sends
+//! ring_fwd = (cp - 1) * max(q * attn_fwd(b), send(q * 2 b d e)) + q * attn_fwd(b)   (K, V travel)
+//! ring_bwd = (cp - 1) * max(q * attn_bwd(b), send(q * 4 b d e)) + q * attn_bwd(b)   (K, V, dK, dV)
+//! sends    = [not last] send(r d e) forward + [not first] send(r d e) backward
+//! ```
+//!
+//! and a step takes `(m - 1) * max stage + sum of stages` plus the slowest stage's gradient ring
+//! all-reduce over its `dp * cp` ranks. The bias is never communicated: every rank reads its own
+//! distance-index rows.
+
+use crate::cluster::ClusterSpec;
+use crate::comm::{
+    pipeline_seconds, point_to_point_seconds, ring_all_reduce_seconds, ring_attention_seconds,
+};
+use crate::fitted::FittedProfile;
+use crate::memory::{MemoryBreakdown, MemoryModel};
+use crate::mesh::{GroupLink, Mesh};
+use crate::workload::{ModelShape, Workload};
+
+/// Everything needed to cost candidates of one planning problem.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    shape: ModelShape,
+    workload: Workload,
+    cluster: ClusterSpec,
+    fitted: FittedProfile,
+}
+
+/// Per-micro-batch times and memory coefficients of one candidate mesh.
+#[derive(Clone, Debug)]
+pub struct CandidateCost {
+    mesh: Mesh,
+    memory: MemoryModel,
+    dtype_bytes: f64,
+    embedding: f64,
+    head: f64,
+    layer_dense: f64,
+    layer_attention_compute: f64,
+    layer_ring_exposed: f64,
+    send: f64,
+    context_link: GroupLink,
+    pipeline_link: GroupLink,
+    gradient_link: GroupLink,
+}
+
+/// The predicted time and memory of a candidate with a given layer split.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepEstimate {
+    /// Seconds per micro-batch (forward and backward) of each stage.
+    pub stage_seconds: Vec<f64>,
+    /// Seconds of the pipeline schedule.
+    pub pipeline_seconds: f64,
+    /// Seconds of the slowest stage's gradient all-reduce.
+    pub all_reduce_seconds: f64,
+    /// Predicted seconds per step.
+    pub step_seconds: f64,
+    /// Memory of one device of each stage.
+    pub memory: Vec<MemoryBreakdown>,
+    /// The largest per-device total over stages.
+    pub peak_bytes: u64,
+    /// What limits the step, in words.
+    pub bottleneck: String,
+}
+
+impl CostModel {
+    /// A cost model for `shape` trained on `workload` on `cluster`, with times and activation
+    /// sizes from `fitted`.
+    pub fn new(
+        shape: ModelShape,
+        workload: Workload,
+        cluster: ClusterSpec,
+        fitted: FittedProfile,
+    ) -> Self {
+        Self {
+            shape,
+            workload,
+            cluster,
+            fitted,
+        }
+    }
+
+    /// The model shape.
+    pub fn shape(&self) -> &ModelShape {
+        &self.shape
+    }
+
+    /// The workload.
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &ClusterSpec {
+        &self.cluster
+    }
+
+    /// Costs of `mesh`. Expects a mesh that fits the cluster and workload (`cp | S`,
+    /// `dp * micro_batches | sequences_per_step`).
+    pub fn candidate(&self, mesh: Mesh) -> CandidateCost {
+        let fitted = &self.fitted;
+        let e = self.workload.dtype_bytes as f64;
+        let d = self.shape.hidden as f64;
+        let block = (self.workload.seq_len / mesh.cp) as f64;
+        let q = (self.workload.sequences_per_step / (mesh.dp * mesh.micro_batches)) as f64;
+        let rows = q * block;
+        let context_link = mesh.context_link(&self.cluster);
+        let pipeline_link = mesh.pipeline_link(&self.cluster);
+        let gradient_link = mesh.gradient_link(&self.cluster);
+
+        let attention_forward = q * fitted.attention.forward_seconds(block);
+        let attention_backward = q * fitted.attention.backward_seconds(block);
+        let kv_forward = point_to_point_seconds(q * 2.0 * block * d * e, &context_link.link);
+        let kv_backward = point_to_point_seconds(q * 4.0 * block * d * e, &context_link.link);
+        let ring = ring_attention_seconds(mesh.cp, attention_forward, kv_forward)
+            + ring_attention_seconds(mesh.cp, attention_backward, kv_backward);
+        let attention_compute = mesh.cp as f64 * (attention_forward + attention_backward);
+
+        CandidateCost {
+            mesh,
+            memory: MemoryModel::new(&self.shape, &self.workload, fitted, &mesh),
+            dtype_bytes: e,
+            embedding: fitted.embedding.step_seconds(rows),
+            head: fitted.head.step_seconds(rows),
+            layer_dense: fitted.layer_dense.step_seconds(rows),
+            layer_attention_compute: attention_compute,
+            layer_ring_exposed: (ring - attention_compute).max(0.0),
+            send: point_to_point_seconds(rows * d * e, &pipeline_link.link),
+            context_link,
+            pipeline_link,
+            gradient_link,
+        }
+    }
+}
+
+impl CandidateCost {
+    /// The mesh.
+    pub fn mesh(&self) -> &Mesh {
+        &self.mesh
+    }
+
+    /// Seconds per micro-batch (forward and backward, with its sends) of `stage` holding
+    /// `layers` layers.
+    pub fn stage_seconds(&self, stage: usize, layers: usize) -> f64 {
+        self.stage_components(stage, layers)
+            .iter()
+            .map(|(_, seconds)| seconds)
+            .sum()
+    }
+
+    /// The memory of one device of `stage` holding `layers` layers.
+    pub fn stage_memory(&self, stage: usize, layers: usize) -> MemoryBreakdown {
+        self.memory.stage(stage, layers)
+    }
+
+    /// Seconds of the gradient all-reduce of `stage` holding `layers` layers.
+    pub fn all_reduce_seconds(&self, stage: usize, layers: usize) -> f64 {
+        let bytes = self.memory.stage_parameters(stage, layers) as f64 * self.dtype_bytes;
+        ring_all_reduce_seconds(bytes, self.mesh.dp * self.mesh.cp, &self.gradient_link.link)
+    }
+
+    /// The stage time split into named components.
+    fn stage_components(&self, stage: usize, layers: usize) -> [(&'static str, f64); 6] {
+        let k = layers as f64;
+        let first = stage == 0;
+        let last = stage + 1 == self.mesh.pp;
+        let sends = usize::from(!last) + usize::from(!first);
+        [
+            ("embedding", if first { self.embedding } else { 0.0 }),
+            ("dense layer compute", k * self.layer_dense),
+            ("attention compute", k * self.layer_attention_compute),
+            (
+                if self.context_link.inter_node {
+                    "exposed ring K/V exchange (inter-node)"
+                } else {
+                    "exposed ring K/V exchange"
+                },
+                k * self.layer_ring_exposed,
+            ),
+            ("head", if last { self.head } else { 0.0 }),
+            (
+                if self.pipeline_link.inter_node {
+                    "pipeline transfers (inter-node)"
+                } else {
+                    "pipeline transfers"
+                },
+                sends as f64 * self.send,
+            ),
+        ]
+    }
+
+    /// The full estimate for a layer split (`stage_layers.len() == pp`).
+    pub fn estimate(&self, stage_layers: &[usize]) -> StepEstimate {
+        let stage_seconds: Vec<f64> = stage_layers
+            .iter()
+            .enumerate()
+            .map(|(s, &k)| self.stage_seconds(s, k))
+            .collect();
+        let pipeline = pipeline_seconds(&stage_seconds, self.mesh.micro_batches);
+        let all_reduce = stage_layers
+            .iter()
+            .enumerate()
+            .map(|(s, &k)| self.all_reduce_seconds(s, k))
+            .fold(0.0, f64::max);
+        let memory: Vec<MemoryBreakdown> = stage_layers
+            .iter()
+            .enumerate()
+            .map(|(s, &k)| self.stage_memory(s, k))
+            .collect();
+        let peak_bytes = memory.iter().map(MemoryBreakdown::total).max().unwrap_or(0);
+        let step = pipeline + all_reduce;
+        let bottleneck =
+            self.describe_bottleneck(stage_layers, &stage_seconds, pipeline, all_reduce, step);
+        StepEstimate {
+            stage_seconds,
+            pipeline_seconds: pipeline,
+            all_reduce_seconds: all_reduce,
+            step_seconds: step,
+            memory,
+            peak_bytes,
+            bottleneck,
+        }
+    }
+
+    fn describe_bottleneck(
+        &self,
+        stage_layers: &[usize],
+        stage_seconds: &[f64],
+        pipeline: f64,
+        all_reduce: f64,
+        step: f64,
+    ) -> String {
+        let share = |part: f64| if step > 0.0 { 100.0 * part / step } else { 0.0 };
+        let ranks = self.mesh.dp * self.mesh.cp;
+        let reach = if self.gradient_link.inter_node {
+            "inter-node"
+        } else {
+            "intra-node"
+        };
+        if all_reduce > pipeline {
+            return format!(
+                "gradient all-reduce over {ranks} ranks ({reach}): {:.0}% of the step",
+                share(all_reduce)
+            );
+        }
+        let (slowest, &seconds) = stage_seconds
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap_or((0, &0.0));
+        let layers = stage_layers.get(slowest).copied().unwrap_or(0);
+        let (component, part) = self
+            .stage_components(slowest, layers)
+            .into_iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or(("nothing", 0.0));
+        let mut holds = Vec::new();
+        if slowest == 0 {
+            holds.push("embedding".to_string());
+        }
+        holds.push(if layers == 1 {
+            "1 layer".to_string()
+        } else {
+            format!("{layers} layers")
+        });
+        if slowest + 1 == self.mesh.pp {
+            holds.push("head".to_string());
+        }
+        let mut text = format!(
+            "stage {slowest} of {} ({}): {:.2} ms per micro-batch, mostly {component} ({:.0}%)",
+            self.mesh.pp,
+            holds.join(" + "),
+            seconds * 1e3,
+            if seconds > 0.0 {
+                100.0 * part / seconds
+            } else {
+                0.0
+            }
+        );
+        let fill_drain = stage_seconds.iter().sum::<f64>() - seconds;
+        if share(fill_drain) >= 20.0 {
+            text.push_str(&format!(
+                "; pipeline fill/drain {:.0}% of the step",
+                share(fill_drain)
+            ));
+        }
+        if share(all_reduce) >= 20.0 {
+            text.push_str(&format!(
+                "; gradient all-reduce ({reach}) {:.0}% of the step",
+                share(all_reduce)
+            ));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ComputeHints, LinkSpec};
+    use crate::latency::FitOptions;
+    use crate::profile::{ProfileLadder, analytic_profile};
+
+    fn model(inter_bandwidth: f64) -> CostModel {
+        let hints = ComputeHints {
+            peak_flops: 4.95e14,
+            memory_bandwidth_bytes_per_second: 4.8e12,
+            efficiency: 0.5,
+            kernel_launch_seconds: 5e-6,
+        };
+        let shape = ModelShape::paper();
+        let table = analytic_profile(&hints, "gpu", &shape, 4, &ProfileLadder::default()).unwrap();
+        let fitted = FittedProfile::fit(&table, &FitOptions::default()).unwrap();
+        let cluster = ClusterSpec {
+            name: "t".into(),
+            device: "gpu".into(),
+            nodes: 2,
+            devices_per_node: 2,
+            memory_bytes_per_device: 141_000_000_000,
+            intra_node: LinkSpec {
+                bandwidth_bytes_per_second: 450e9,
+                latency_seconds: 2e-6,
+            },
+            inter_node: Some(LinkSpec {
+                bandwidth_bytes_per_second: inter_bandwidth,
+                latency_seconds: 1e-5,
+            }),
+            compute: Some(hints),
+        };
+        let workload = Workload {
+            seq_len: 16_384,
+            sequences_per_step: 8,
+            dtype_bytes: 4,
+        };
+        CostModel::new(shape, workload, cluster, fitted)
+    }
+
+    #[test]
+    fn context_parallelism_splits_the_attention_work() {
+        let model = model(50e9);
+        let one = model.candidate(Mesh {
+            pp: 1,
+            cp: 1,
+            dp: 1,
+            micro_batches: 8,
+        });
+        let two = model.candidate(Mesh {
+            pp: 1,
+            cp: 2,
+            dp: 1,
+            micro_batches: 8,
+        });
+        let (t1, t2) = (one.stage_seconds(0, 16), two.stage_seconds(0, 16));
+        // Quadratic attention work halves per rank; nothing much is exposed on NVLink.
+        assert!(t2 < 0.6 * t1 && t2 > 0.45 * t1, "{t1} {t2}");
+        let step = two.estimate(&[16]);
+        assert!((step.pipeline_seconds - 8.0 * t2).abs() < 1e-9 * t2);
+        assert!(step.all_reduce_seconds > 0.0);
+        assert_eq!(one.all_reduce_seconds(0, 16), 0.0);
+    }
+
+    #[test]
+    fn slow_links_expose_the_ring_and_name_it() {
+        let model = model(1e6);
+        // cp = 4 on 2 x 2 devices: the ring crosses nodes.
+        let cost = model.candidate(Mesh {
+            pp: 1,
+            cp: 4,
+            dp: 1,
+            micro_batches: 8,
+        });
+        let estimate = cost.estimate(&[16]);
+        assert!(
+            estimate
+                .bottleneck
+                .contains("exposed ring K/V exchange (inter-node)"),
+            "{}",
+            estimate.bottleneck
+        );
+    }
+
+    #[test]
+    fn pipeline_stage_times_include_the_sends() {
+        let model = model(50e9);
+        let cost = model.candidate(Mesh {
+            pp: 2,
+            cp: 1,
+            dp: 1,
+            micro_batches: 8,
+        });
+        let estimate = cost.estimate(&[8, 8]);
+        assert_eq!(estimate.stage_seconds.len(), 2);
+        // Stage 0 has the embedding, stage 1 the head; both send once.
+        let layer = cost.stage_seconds(1, 9) - cost.stage_seconds(1, 8);
+        assert!(layer > 0.0);
+        let expected = 7.0 * estimate.stage_seconds[0].max(estimate.stage_seconds[1])
+            + estimate.stage_seconds.iter().sum::<f64>();
+        assert!((estimate.pipeline_seconds - expected).abs() < 1e-12);
+        assert_eq!(estimate.memory[0].in_flight_micro_batches, 2);
+        assert_eq!(estimate.memory[1].in_flight_micro_batches, 1);
+    }
+}

@@ -1,0 +1,60 @@
+#![warn(missing_docs)]
+//! Profile, model and search hybrid parallel plans (`pp x cp x dp`) for megagraph's Graph
+//! Transformers.
+//!
+//! **Profile.** A [`ProfileTable`] holds forward/backward seconds and saved/peak bytes of the
+//! model's parts (embedding, dense part of a layer, one attention block, head) at a ladder of
+//! sizes, measured by the trainer's profiler or estimated by [`analytic_profile`] from a
+//! [`ClusterSpec`]'s compute hints.
+//!
+//! **Model.** Each part's samples are fitted with [`PiecewiseLinear`] functions whose breakpoints
+//! come from the data; the cost model adds ring attention (communication overlapped with block
+//! compute), pipeline transfers, the 1F1B schedule and gradient all-reduces (alpha-beta links,
+//! intra- or inter-node by placement), and itemizes memory per stage ([`MemoryBreakdown`]).
+//!
+//! **Search.** Every layout of the devices, every micro-batch count, and for each the exact best
+//! layer-to-stage split under the memory limit ([`optimal_partition`]), ranked into a
+//! [`PlanReport`] whose [`explain`](PlanReport::explain) prints the reasoning.
+//!
+//! ```no_run
+//! use megagraph_planner::{ClusterSpec, ModelShape, SearchOptions, Workload, plan_analytic};
+//!
+//! let cluster = ClusterSpec::from_toml_file("configs/clusters/h200-8x-nvlink.toml")?;
+//! let workload = Workload { seq_len: 65_536, sequences_per_step: 32, dtype_bytes: 4 };
+//! let report = plan_analytic(&cluster, &ModelShape::paper(), &workload, &SearchOptions::default())?;
+//! println!("{}", report.explain());
+//! let config = report.best.to_parallel_config();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod api;
+pub mod cluster;
+pub mod comm;
+pub mod cost;
+mod explain;
+pub mod fitted;
+pub mod latency;
+pub mod memory;
+pub mod mesh;
+pub mod partition;
+pub mod profile;
+pub mod search;
+pub mod simulated;
+pub mod workload;
+
+pub use api::{
+    Evaluation, PlanError, cluster_analytic_profile, cost_model, evaluate, plan, plan_analytic,
+};
+pub use cluster::{ClusterError, ClusterSpec, ComputeHints, LinkSpec};
+pub use latency::{FitOptions, PiecewiseLinear};
+pub use memory::MemoryBreakdown;
+pub use partition::{Partition, optimal_partition};
+pub use profile::{
+    ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
+    analytic_profile,
+};
+pub use search::{
+    Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting, search,
+};
+pub use simulated::{SimulatedReport, SimulatedStudy};
+pub use workload::{ModelShape, Workload, WorkloadError};

@@ -1,0 +1,344 @@
+//! Memory of one device of a pipeline stage, itemized: [`MemoryModel`] computes a
+//! [`MemoryBreakdown`].
+//!
+//! For stage `i` of `pp` holding `k` layers, with `q = sequences_per_step / (dp * m)` sequences of
+//! `b = S / cp` local rows per micro-batch and `e` bytes per element:
+//!
+//! - parameters: `k` layers, the spatial table (every stage reads it), the embedding stage on stage
+//!   0 and the head on the last stage, times `e`; gradients the same; AdamW's two moments twice
+//!   that;
+//! - activations: what every layer (and the embedding/head) keeps for backward, from the profile's
+//!   `saved_bytes` at `q * b` rows, times the micro-batches in flight. Under 1F1B stage `i` holds
+//!   `min(pp - i, m)` of them;
+//! - workspace: the largest transient of one part (the attention part's is tile-sized,
+//!   `[rows, key_tile, heads]`, never `[S, S, heads]`);
+//! - distance index: the `u8` rows of the in-flight sequences, `b x S` bytes each;
+//! - communication buffers: ring-attention send/receive buffers (K, V, dK, dV of a block),
+//!   pipeline send/receive buffers, and one gradient copy for the all-reduce.
+
+use crate::fitted::FittedProfile;
+use crate::mesh::Mesh;
+use crate::workload::{ModelShape, Workload};
+use serde::{Deserialize, Serialize};
+
+/// Bytes of one device of one stage, by term.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryBreakdown {
+    /// The stage.
+    pub stage: usize,
+    /// Layers on the stage.
+    pub layers: usize,
+    /// Micro-batches whose activations the stage holds at once.
+    pub in_flight_micro_batches: usize,
+    /// Parameters.
+    pub parameters: u64,
+    /// Gradients.
+    pub gradients: u64,
+    /// AdamW first and second moments.
+    pub optimizer_state: u64,
+    /// Activations kept for backward, all in-flight micro-batches.
+    pub activations: u64,
+    /// Largest transient workspace (attention tiles and accumulators, or a dense part's).
+    pub workspace: u64,
+    /// `u8` distance-index rows of the in-flight sequences.
+    pub distance_index: u64,
+    /// Ring-attention, pipeline and all-reduce buffers.
+    pub communication_buffers: u64,
+}
+
+impl MemoryBreakdown {
+    /// Sum of all terms.
+    pub fn total(&self) -> u64 {
+        self.items().iter().map(|(_, bytes)| bytes).sum()
+    }
+
+    /// The terms with their names, in a fixed order.
+    pub fn items(&self) -> [(&'static str, u64); 7] {
+        [
+            ("parameters", self.parameters),
+            ("gradients", self.gradients),
+            ("optimizer state (AdamW)", self.optimizer_state),
+            ("activations", self.activations),
+            ("workspace", self.workspace),
+            ("distance index rows", self.distance_index),
+            ("communication buffers", self.communication_buffers),
+        ]
+    }
+
+    /// The largest term and its bytes.
+    pub fn largest(&self) -> (&'static str, u64) {
+        self.items()
+            .into_iter()
+            .max_by_key(|&(_, bytes)| bytes)
+            .unwrap_or(("parameters", 0))
+    }
+}
+
+/// Per-candidate memory coefficients; [`stage`](Self::stage) evaluates a stage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryModel {
+    pp: usize,
+    micro_batches: usize,
+    dtype_bytes: u64,
+    layer_parameters: u64,
+    spatial_parameters: u64,
+    embedding_parameters: u64,
+    head_parameters: u64,
+    /// Saved bytes per layer and micro-batch.
+    layer_saved: f64,
+    embedding_saved: f64,
+    head_saved: f64,
+    layer_workspace: f64,
+    embedding_workspace: f64,
+    head_workspace: f64,
+    /// Distance-index bytes per micro-batch: `q * b * S`.
+    index_per_micro_batch: f64,
+    /// Ring and pipeline buffers (independent of the stage's parameters).
+    activation_buffers: f64,
+    /// Whether gradients are all-reduced (`dp * cp > 1`).
+    all_reduce: bool,
+}
+
+impl MemoryModel {
+    /// Coefficients for `mesh` training `shape` on `workload`, activations from `fitted`.
+    ///
+    /// Expects a mesh that [`ParallelConfig::validate`](megagraph_parallel::ParallelConfig::validate)
+    /// accepts (`cp | S`, `dp * m | sequences_per_step`).
+    pub fn new(
+        shape: &ModelShape,
+        workload: &Workload,
+        fitted: &FittedProfile,
+        mesh: &Mesh,
+    ) -> Self {
+        let e = workload.dtype_bytes as f64;
+        let d = shape.hidden as f64;
+        let block = (workload.seq_len / mesh.cp) as f64;
+        let sequences = (workload.sequences_per_step / (mesh.dp * mesh.micro_batches)) as f64;
+        let rows = sequences * block;
+        let attention_saved = sequences * fitted.attention.saved_bytes(block);
+        let attention_workspace = sequences * fitted.attention.workspace_bytes(block);
+        // K and V travel forward, K, V, dK and dV backward; send and receive buffers.
+        let ring = if mesh.cp > 1 {
+            2.0 * 4.0 * rows * d * e
+        } else {
+            0.0
+        };
+        // Activation and gradient send/receive buffers at the stage boundaries.
+        let pipeline = if mesh.pp > 1 { 2.0 * rows * d * e } else { 0.0 };
+        Self {
+            pp: mesh.pp,
+            micro_batches: mesh.micro_batches,
+            dtype_bytes: workload.dtype_bytes as u64,
+            layer_parameters: shape.layer_parameters(),
+            spatial_parameters: shape.spatial_table_parameters(),
+            embedding_parameters: shape.embedding_parameters(),
+            head_parameters: shape.head_parameters(),
+            layer_saved: fitted.layer_dense.saved_bytes(rows) + attention_saved,
+            embedding_saved: fitted.embedding.saved_bytes(rows),
+            head_saved: fitted.head.saved_bytes(rows),
+            layer_workspace: fitted
+                .layer_dense
+                .workspace_bytes(rows)
+                .max(attention_workspace),
+            embedding_workspace: fitted.embedding.workspace_bytes(rows),
+            head_workspace: fitted.head.workspace_bytes(rows),
+            index_per_micro_batch: rows * workload.seq_len as f64,
+            activation_buffers: ring + pipeline,
+            all_reduce: mesh.dp * mesh.cp > 1,
+        }
+    }
+
+    /// Micro-batches stage `stage` holds at once under 1F1B: `min(pp - stage, m)`.
+    pub fn in_flight(&self, stage: usize) -> usize {
+        self.pp.saturating_sub(stage).min(self.micro_batches).max(1)
+    }
+
+    /// Parameters held by `stage` with `layers` layers.
+    pub fn stage_parameters(&self, stage: usize, layers: usize) -> u64 {
+        let mut parameters = layers as u64 * self.layer_parameters + self.spatial_parameters;
+        if stage == 0 {
+            parameters += self.embedding_parameters;
+        }
+        if stage + 1 == self.pp {
+            parameters += self.head_parameters;
+        }
+        parameters
+    }
+
+    /// The memory of one device of `stage` when it holds `layers` layers.
+    pub fn stage(&self, stage: usize, layers: usize) -> MemoryBreakdown {
+        let first = stage == 0;
+        let last = stage + 1 == self.pp;
+        let in_flight = self.in_flight(stage);
+        let parameter_bytes = self.stage_parameters(stage, layers) * self.dtype_bytes;
+        let saved_per_micro_batch = layers as f64 * self.layer_saved
+            + if first { self.embedding_saved } else { 0.0 }
+            + if last { self.head_saved } else { 0.0 };
+        let mut workspace: f64 = if layers > 0 {
+            self.layer_workspace
+        } else {
+            0.0
+        };
+        if first {
+            workspace = workspace.max(self.embedding_workspace);
+        }
+        if last {
+            workspace = workspace.max(self.head_workspace);
+        }
+        let gradient_buffer = if self.all_reduce {
+            parameter_bytes as f64
+        } else {
+            0.0
+        };
+        MemoryBreakdown {
+            stage,
+            layers,
+            in_flight_micro_batches: in_flight,
+            parameters: parameter_bytes,
+            gradients: parameter_bytes,
+            optimizer_state: 2 * parameter_bytes,
+            activations: (in_flight as f64 * saved_per_micro_batch).ceil() as u64,
+            workspace: workspace.ceil() as u64,
+            distance_index: (in_flight as f64 * self.index_per_micro_batch).ceil() as u64,
+            communication_buffers: (self.activation_buffers + gradient_buffer).ceil() as u64,
+        }
+    }
+}
+
+/// `bytes` in decimal units for reports: `13.50 GB`, `812.3 MB`, `4.1 kB`, `12 B`.
+pub fn format_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ComputeHints;
+    use crate::latency::FitOptions;
+    use crate::profile::{ProfileLadder, analytic_profile};
+
+    fn fitted(shape: &ModelShape) -> FittedProfile {
+        let hints = ComputeHints {
+            peak_flops: 4.95e14,
+            memory_bandwidth_bytes_per_second: 4.8e12,
+            efficiency: 0.5,
+            kernel_launch_seconds: 5e-6,
+        };
+        let table = analytic_profile(&hints, "gpu", shape, 4, &ProfileLadder::default()).unwrap();
+        FittedProfile::fit(&table, &FitOptions::default()).unwrap()
+    }
+
+    fn workload() -> Workload {
+        Workload {
+            seq_len: 65_536,
+            sequences_per_step: 16,
+            dtype_bytes: 4,
+        }
+    }
+
+    #[test]
+    fn context_parallelism_halves_the_index_rows_and_activations() {
+        let shape = ModelShape::paper();
+        let fitted = fitted(&shape);
+        let one = MemoryModel::new(
+            &shape,
+            &workload(),
+            &fitted,
+            &Mesh {
+                pp: 1,
+                cp: 1,
+                dp: 1,
+                micro_batches: 16,
+            },
+        );
+        let two = MemoryModel::new(
+            &shape,
+            &workload(),
+            &fitted,
+            &Mesh {
+                pp: 1,
+                cp: 2,
+                dp: 1,
+                micro_batches: 16,
+            },
+        );
+        let (a, b) = (one.stage(0, 16), two.stage(0, 16));
+        assert_eq!(a.distance_index, 65_536 * 65_536);
+        assert_eq!(b.distance_index, 32_768 * 65_536);
+        let ratio = a.activations as f64 / b.activations as f64;
+        assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
+        assert_eq!(a.parameters, b.parameters);
+        assert_eq!(a.communication_buffers, 0);
+        assert!(b.communication_buffers > 0);
+        // Tile-sized workspace: far below one [S, S, heads] f32 tensor.
+        assert!((a.workspace as f64) < 1e-2 * (65_536.0f64 * 65_536.0 * 8.0 * 4.0));
+    }
+
+    #[test]
+    fn formats_bytes_in_decimal_units() {
+        assert_eq!(format_bytes(13_500_000_000), "13.50 GB");
+        assert_eq!(format_bytes(812_340_000), "812.3 MB");
+        assert_eq!(format_bytes(12), "12 B");
+    }
+
+    #[test]
+    fn one_f_one_b_in_flight_counts() {
+        let shape = ModelShape::paper();
+        let fitted = fitted(&shape);
+        let model = MemoryModel::new(
+            &shape,
+            &workload(),
+            &fitted,
+            &Mesh {
+                pp: 4,
+                cp: 1,
+                dp: 1,
+                micro_batches: 8,
+            },
+        );
+        assert_eq!(
+            (0..4).map(|s| model.in_flight(s)).collect::<Vec<_>>(),
+            vec![4, 3, 2, 1]
+        );
+        let stages: Vec<MemoryBreakdown> = (0..4).map(|s| model.stage(s, 4)).collect();
+        assert_eq!(stages[0].distance_index, 4 * stages[3].distance_index);
+        assert_eq!(stages[1].distance_index, 3 * stages[3].distance_index);
+        // Stage 0 carries the embedding parameters, the last stage the head.
+        assert_eq!(
+            stages[0].parameters,
+            4 * (4 * shape.layer_parameters()
+                + shape.spatial_table_parameters()
+                + shape.embedding_parameters())
+        );
+        assert_eq!(
+            stages[1].parameters,
+            4 * (4 * shape.layer_parameters() + shape.spatial_table_parameters())
+        );
+        assert_eq!(stages[0].optimizer_state, 2 * stages[0].parameters);
+        // Fewer micro-batches than stages caps the in-flight count.
+        let short = MemoryModel::new(
+            &shape,
+            &workload(),
+            &fitted,
+            &Mesh {
+                pp: 4,
+                cp: 1,
+                dp: 1,
+                micro_batches: 2,
+            },
+        );
+        assert_eq!(short.in_flight(0), 2);
+        assert_eq!(short.in_flight(3), 1);
+        let total: u64 = stages[2].items().iter().map(|(_, b)| b).sum();
+        assert_eq!(stages[2].total(), total);
+    }
+}

@@ -1,0 +1,294 @@
+//! The `megagraph` command line.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, Flex};
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::config::{DistanceKind, SequenceKind, TrainConfig};
+use crate::error::Result;
+use crate::metrics::EpochMetrics;
+use crate::trainer::{NodeClassificationTrainer, TrainObserver};
+
+/// Train Graph Transformers on large graphs.
+#[derive(Debug, Parser)]
+#[command(name = "megagraph", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a Graph Transformer for node classification and report its accuracy.
+    ///
+    /// With no arguments it trains on the built-in synthetic graph. Flags override the config
+    /// file, which overrides the defaults.
+    Train(TrainArgs),
+}
+
+/// Options of `megagraph train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Config file (TOML); see configs/train/ for examples. Flags override it.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Dataset directory in the OGB node-property raw layout (raw/edge.csv.gz, ...).
+    #[arg(long, value_name = "DIR", conflicts_with = "synthetic")]
+    pub dataset: Option<PathBuf>,
+    /// Train on the built-in synthetic graph (the default when no dataset is given).
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Split scheme folder under split/ (default: the only or first one).
+    #[arg(long, value_name = "NAME")]
+    pub split: Option<String>,
+    /// Seed of everything random.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Maximum number of epochs.
+    #[arg(long, value_name = "N")]
+    pub epochs: Option<usize>,
+    /// Stop after this many epochs without a better validation accuracy (0 = never).
+    #[arg(long, value_name = "N")]
+    pub patience: Option<usize>,
+    /// Sequences per optimizer step.
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// Nodes per sequence.
+    #[arg(long, value_name = "S")]
+    pub seq_len: Option<usize>,
+    /// How nodes are grouped into sequences.
+    #[arg(long, value_enum)]
+    pub sequences: Option<SequenceArg>,
+    /// Largest exact shortest-path distance (farther pairs share one bucket).
+    #[arg(long, value_name = "K")]
+    pub max_distance: Option<u8>,
+    /// Measure distances in the whole graph or in each sequence's induced subgraph.
+    #[arg(long, value_enum)]
+    pub distance_scope: Option<ScopeArg>,
+    /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Number of transformer layers.
+    #[arg(long, value_name = "L")]
+    pub layers: Option<usize>,
+    /// Number of attention heads.
+    #[arg(long, value_name = "H")]
+    pub heads: Option<usize>,
+    /// Model width.
+    #[arg(long, value_name = "D")]
+    pub hidden: Option<usize>,
+    /// FFN hidden width.
+    #[arg(long, value_name = "D")]
+    pub ffn_hidden: Option<usize>,
+    /// Dropout in the layers.
+    #[arg(long, value_name = "P")]
+    pub dropout: Option<f64>,
+    /// Dropout on the raw input features.
+    #[arg(long, value_name = "P")]
+    pub input_dropout: Option<f64>,
+    /// Peak learning rate.
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
+    /// AdamW weight decay.
+    #[arg(long, value_name = "W")]
+    pub weight_decay: Option<f64>,
+    /// Write metrics (accuracy, time, memory, per-epoch history) as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    pub metrics_out: Option<PathBuf>,
+    /// Write a checkpoint after every epoch into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue from the last checkpoint in --checkpoint-dir.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub resume: bool,
+    /// Directory of the parsed-dataset cache (default: $MEGAGRAPH_CACHE or ~/.cache/megagraph).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Neither read nor write the parsed-dataset cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// `--sequences` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SequenceArg {
+    /// Nodes close in the graph share a sequence (graph partitioning).
+    Locality,
+    /// Random groups.
+    Random,
+}
+
+/// `--distance-scope` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ScopeArg {
+    /// Shortest paths in the whole graph.
+    Graph,
+    /// Shortest paths inside the sequence's induced subgraph.
+    Induced,
+}
+
+impl TrainArgs {
+    /// The configuration: defaults, then the config file, then the flags.
+    pub fn to_config(&self) -> Result<TrainConfig> {
+        let mut c = match &self.config {
+            Some(path) => TrainConfig::from_toml_file(path)?,
+            None => TrainConfig::default(),
+        };
+        fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+            if let Some(v) = value {
+                *slot = v.clone();
+            }
+        }
+        if self.dataset.is_some() {
+            c.data.dataset = self.dataset.clone();
+        }
+        if self.synthetic {
+            c.data.dataset = None;
+        }
+        if self.split.is_some() {
+            c.data.split = self.split.clone();
+        }
+        set(&mut c.training.seed, &self.seed);
+        set(&mut c.training.epochs, &self.epochs);
+        set(&mut c.training.patience, &self.patience);
+        set(&mut c.training.batch_size, &self.batch_size);
+        set(&mut c.data.seq_len, &self.seq_len);
+        set(&mut c.data.max_distance, &self.max_distance);
+        if let Some(s) = self.sequences {
+            c.data.sequences = match s {
+                SequenceArg::Locality => SequenceKind::Locality,
+                SequenceArg::Random => SequenceKind::Random,
+            };
+        }
+        if let Some(s) = self.distance_scope {
+            c.data.distance_scope = match s {
+                ScopeArg::Graph => DistanceKind::Graph,
+                ScopeArg::Induced => DistanceKind::Induced,
+            };
+        }
+        set(&mut c.model.preset, &self.preset);
+        if self.layers.is_some() {
+            c.model.layers = self.layers;
+        }
+        if self.heads.is_some() {
+            c.model.heads = self.heads;
+        }
+        if self.hidden.is_some() {
+            c.model.hidden = self.hidden;
+        }
+        if self.ffn_hidden.is_some() {
+            c.model.ffn_hidden = self.ffn_hidden;
+        }
+        set(&mut c.model.dropout, &self.dropout);
+        set(&mut c.model.input_dropout, &self.input_dropout);
+        set(&mut c.optimizer.lr, &self.lr);
+        set(&mut c.optimizer.weight_decay, &self.weight_decay);
+        if self.metrics_out.is_some() {
+            c.training.metrics_out = self.metrics_out.clone();
+        }
+        if self.checkpoint_dir.is_some() {
+            c.training.checkpoint_dir = self.checkpoint_dir.clone();
+        }
+        c.training.resume |= self.resume;
+        if self.cache_dir.is_some() {
+            c.data.cache_dir = self.cache_dir.clone();
+        }
+        c.data.no_cache |= self.no_cache;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Train(args) => train(&args.to_config()?),
+    }
+}
+
+/// `megagraph train`: prepares the data, trains on the CPU and prints the result.
+pub fn train(config: &TrainConfig) -> Result<()> {
+    let data = crate::prepare::prepare(config)?;
+    let d = &data.dataset;
+    println!(
+        "dataset {}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",
+        d.name,
+        d.graph.num_nodes(),
+        d.graph.num_edges(),
+        d.num_classes,
+        data.num_sequences(),
+        data.seq_len
+    );
+    let trainer = NodeClassificationTrainer::new(config, &data);
+    let mut progress = Progress::new();
+    let outcome = trainer.fit::<Autodiff<Flex>>(&Default::default(), &mut progress)?;
+    let r = &outcome.report;
+    println!(
+        "{}: best epoch {} of {}, valid accuracy {:.4}, test accuracy {:.4} ({:.2} s/epoch, {} parameters)",
+        r.stopped, r.best_epoch, r.epochs_run, r.best_valid_accuracy, r.test_accuracy, r.seconds_per_epoch, r.params
+    );
+    if let Some(path) = &config.training.metrics_out {
+        r.write_json(path)?;
+        println!("metrics written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Progress display: a bar per epoch on a terminal, one plain line per epoch otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    terminal: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            bar: None,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+impl TrainObserver for Progress {
+    fn epoch_started(&mut self, epoch: usize, epochs: usize, steps: usize) {
+        if self.terminal {
+            let bar = ProgressBar::new(steps as u64);
+            let style = ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} steps {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            bar.set_style(style);
+            bar.set_prefix(format!("{epoch}/{epochs}"));
+            self.bar = Some(bar);
+        }
+    }
+
+    fn step_finished(&mut self, loss: f64) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("loss {loss:.4}"));
+            bar.inc(1);
+        }
+    }
+
+    fn epoch_finished(&mut self, m: &EpochMetrics, improved: bool) {
+        let line = format!(
+            "epoch {:>4}  loss {:.4}  train {:.4}  valid {:.4}  test {:.4}  lr {:.2e}  {:.2}s{}",
+            m.epoch,
+            m.loss,
+            m.train_accuracy,
+            m.valid_accuracy,
+            m.test_accuracy,
+            m.learning_rate,
+            m.seconds,
+            if improved { "  *" } else { "" }
+        );
+        match self.bar.take() {
+            Some(bar) => bar.finish_with_message(line),
+            None => eprintln!("{line}"),
+        }
+    }
+}

@@ -1,0 +1,358 @@
+use std::path::{Path, PathBuf};
+
+use megagraph_graph::synthetic::CsbmConfig;
+use megagraph_models::{GraphTransformerConfig, ModelPreset};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TrainError};
+
+/// Everything that defines a training run. Read from TOML with [`TrainConfig::from_toml_file`];
+/// every field has a default, so a file only names what it changes (see `configs/train/*.toml`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Where the graph comes from and how it becomes sequences.
+    pub data: DataConfig,
+    /// Parameters of the built-in synthetic dataset (used when `data.dataset` is unset).
+    pub synthetic: SyntheticConfig,
+    /// The Graph Transformer.
+    pub model: ModelConfig,
+    /// AdamW and its learning-rate schedule.
+    pub optimizer: OptimizerConfig,
+    /// Epochs, early stopping, seeds and outputs.
+    pub training: TrainingConfig,
+}
+
+/// How sequences are formed from the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SequenceKind {
+    /// Nodes of a sequence are close in the graph (graph partitioning).
+    Locality,
+    /// Nodes are grouped at random.
+    Random,
+}
+
+/// Where shortest-path distances are measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistanceKind {
+    /// In the whole graph (paths may leave the sequence).
+    Graph,
+    /// In the subgraph induced by the sequence's nodes.
+    Induced,
+}
+
+/// Data section (`[data]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataConfig {
+    /// Dataset directory in the OGB node-property raw layout; unset = the built-in synthetic graph.
+    pub dataset: Option<PathBuf>,
+    /// Split scheme folder under `split/` (unset: the only or first one).
+    pub split: Option<String>,
+    /// Make every edge go both ways. Default: true.
+    pub symmetrize: bool,
+    /// Nodes per sequence. Default: 256.
+    pub seq_len: usize,
+    /// How nodes are grouped into sequences. Default: locality.
+    pub sequences: SequenceKind,
+    /// Largest exact shortest-path distance; farther pairs share one bucket. Default: 4.
+    pub max_distance: u8,
+    /// Where distances are measured. Default: graph.
+    pub distance_scope: DistanceKind,
+    /// Binary cache of parsed datasets (unset: `$MEGAGRAPH_CACHE` or `~/.cache/megagraph`).
+    pub cache_dir: Option<PathBuf>,
+    /// Do not read or write the binary cache. Default: false.
+    pub no_cache: bool,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            dataset: None,
+            split: None,
+            symmetrize: true,
+            seq_len: 256,
+            sequences: SequenceKind::Locality,
+            max_distance: 4,
+            distance_scope: DistanceKind::Graph,
+            cache_dir: None,
+            no_cache: false,
+        }
+    }
+}
+
+/// Synthetic dataset section (`[synthetic]`): a contextual stochastic block model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SyntheticConfig {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Number of classes (blocks).
+    pub classes: usize,
+    /// Average degree.
+    pub avg_degree: f64,
+    /// Probability that an edge joins two nodes of the same class.
+    pub homophily: f64,
+    /// Width of the node features.
+    pub feature_dim: usize,
+    /// Signal-to-noise ratio of the class means in the features.
+    pub signal_to_noise: f64,
+    /// Seed of the generator (independent of `training.seed`, so the graph stays the same).
+    pub seed: u64,
+}
+
+impl Default for SyntheticConfig {
+    fn default() -> Self {
+        let csbm = CsbmConfig::default();
+        Self {
+            nodes: csbm.num_nodes,
+            classes: csbm.num_classes,
+            avg_degree: csbm.avg_degree,
+            homophily: csbm.homophily,
+            feature_dim: csbm.feature_dim,
+            signal_to_noise: csbm.signal_to_noise,
+            seed: csbm.seed,
+        }
+    }
+}
+
+impl SyntheticConfig {
+    /// The generator configuration.
+    pub fn csbm(&self) -> CsbmConfig {
+        CsbmConfig {
+            num_nodes: self.nodes,
+            num_classes: self.classes,
+            avg_degree: self.avg_degree,
+            homophily: self.homophily,
+            feature_dim: self.feature_dim,
+            signal_to_noise: self.signal_to_noise,
+            seed: self.seed,
+            ..CsbmConfig::default()
+        }
+    }
+}
+
+/// Model section (`[model]`). Unset fields come from the preset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Named size: `small` (default) or `paper` (16 layers, 8 heads, hidden = FFN = 64).
+    pub preset: String,
+    /// Number of layers (overrides the preset).
+    pub layers: Option<usize>,
+    /// Number of attention heads (overrides the preset).
+    pub heads: Option<usize>,
+    /// Model width (overrides the preset).
+    pub hidden: Option<usize>,
+    /// FFN hidden width (overrides the preset).
+    pub ffn_hidden: Option<usize>,
+    /// Dropout in the layers. Default: 0.1.
+    pub dropout: f64,
+    /// Dropout on the raw input features. Default: 0.5.
+    pub input_dropout: f64,
+    /// Degree clamp of the centrality encoding. Default: 64.
+    pub max_degree: usize,
+    /// Initial per-hop decay of the spatial bias. Default: 0.5.
+    pub spatial_initial_decay: f64,
+    /// Key tile of the attention op. Default: 128.
+    pub block_size: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            preset: ModelPreset::Small.name().to_string(),
+            layers: None,
+            heads: None,
+            hidden: None,
+            ffn_hidden: None,
+            dropout: 0.1,
+            input_dropout: 0.5,
+            max_degree: 64,
+            spatial_initial_decay: 0.5,
+            block_size: 128,
+        }
+    }
+}
+
+/// Optimizer section (`[optimizer]`): AdamW with linear warm-up then cosine decay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimizerConfig {
+    /// Peak learning rate. Default: 0.005.
+    pub lr: f64,
+    /// Decoupled weight decay. Default: 0.0005.
+    pub weight_decay: f64,
+    /// Epochs of linear warm-up. Default: 5.
+    pub warmup_epochs: usize,
+    /// Final learning rate as a fraction of `lr`. Default: 0.05.
+    pub min_lr_ratio: f64,
+}
+
+impl Default for OptimizerConfig {
+    fn default() -> Self {
+        Self {
+            lr: 0.005,
+            weight_decay: 5e-4,
+            warmup_epochs: 5,
+            min_lr_ratio: 0.05,
+        }
+    }
+}
+
+/// Training section (`[training]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainingConfig {
+    /// Seed of everything random (data, initialization, dropout). Default: 0.
+    pub seed: u64,
+    /// Maximum number of epochs. Default: 200.
+    pub epochs: usize,
+    /// Stop after this many epochs without a better validation accuracy (0 = never). Default: 50.
+    pub patience: usize,
+    /// Sequences per optimizer step. Default: 4.
+    pub batch_size: usize,
+    /// Write metrics as JSON to this file.
+    pub metrics_out: Option<PathBuf>,
+    /// Write a checkpoint here after every epoch.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue from the last checkpoint in `checkpoint_dir`.
+    pub resume: bool,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            epochs: 200,
+            patience: 50,
+            batch_size: 4,
+            metrics_out: None,
+            checkpoint_dir: None,
+            resume: false,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Reads a TOML config file.
+    pub fn from_toml_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| TrainError::ConfigRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml_str(&text).map_err(|message| TrainError::ConfigParse {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses TOML text; the error names the line and column.
+    pub fn from_toml_str(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|err| {
+            let location = err
+                .span()
+                .map(|span| {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    let column = span.start - text[..span.start].rfind('\n').map_or(0, |i| i + 1) + 1;
+                    format!("line {line}, column {column}: ")
+                })
+                .unwrap_or_default();
+            format!("{location}{}", err.message())
+        })
+    }
+
+    /// Checks ranges that do not depend on the data.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |field, reason: &str| {
+            Err(TrainError::InvalidConfig {
+                field,
+                reason: reason.to_string(),
+            })
+        };
+        let probability = |p: f64| (0.0..1.0).contains(&p);
+        if self.data.seq_len < 2 {
+            return invalid("data.seq_len", "must be at least 2");
+        }
+        if self.data.max_distance > 254 {
+            return invalid("data.max_distance", "must be at most 254 (distances are stored as u8)");
+        }
+        if ModelPreset::from_name(&self.model.preset).is_none() {
+            let names: Vec<_> = ModelPreset::ALL.iter().map(|(n, _)| *n).collect();
+            return invalid("model.preset", &format!("must be one of {names:?}"));
+        }
+        if !probability(self.model.dropout) {
+            return invalid("model.dropout", "must be in [0, 1)");
+        }
+        if !probability(self.model.input_dropout) {
+            return invalid("model.input_dropout", "must be in [0, 1)");
+        }
+        if self.model.block_size == 0 {
+            return invalid("model.block_size", "must be positive");
+        }
+        if !(self.optimizer.lr > 0.0 && self.optimizer.lr.is_finite()) {
+            return invalid("optimizer.lr", "must be a positive number");
+        }
+        if !(0.0..=1.0).contains(&self.optimizer.min_lr_ratio) {
+            return invalid("optimizer.min_lr_ratio", "must be in [0, 1]");
+        }
+        if self.optimizer.weight_decay < 0.0 {
+            return invalid("optimizer.weight_decay", "must not be negative");
+        }
+        if self.training.epochs == 0 {
+            return invalid("training.epochs", "must be at least 1");
+        }
+        if self.training.batch_size == 0 {
+            return invalid("training.batch_size", "must be at least 1");
+        }
+        if self.training.resume && self.training.checkpoint_dir.is_none() {
+            return invalid("training.resume", "needs training.checkpoint_dir (--checkpoint-dir)");
+        }
+        let (heads, hidden) = self.model_shape();
+        if heads == 0 || hidden % heads != 0 {
+            return invalid(
+                "model.hidden",
+                &format!("must be a positive multiple of model.heads ({hidden} is not a multiple of {heads})"),
+            );
+        }
+        if self.synthetic.classes < 2 || self.synthetic.nodes < self.synthetic.classes {
+            return invalid("synthetic.classes", "needs at least 2 classes and at least one node per class");
+        }
+        Ok(())
+    }
+
+    fn preset(&self) -> ModelPreset {
+        ModelPreset::from_name(&self.model.preset).unwrap_or_default()
+    }
+
+    fn model_shape(&self) -> (usize, usize) {
+        let base = self.preset().apply(GraphTransformerConfig::new(1, 2));
+        (
+            self.model.heads.unwrap_or(base.num_heads),
+            self.model.hidden.unwrap_or(base.hidden),
+        )
+    }
+
+    /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`.
+    pub fn model_config(&self, feature_dim: Option<usize>, num_nodes: usize, num_classes: usize) -> GraphTransformerConfig {
+        let base = self
+            .preset()
+            .apply(GraphTransformerConfig::new(num_nodes, num_classes).with_feature_dim(feature_dim));
+        let m = &self.model;
+        GraphTransformerConfig {
+            num_layers: m.layers.unwrap_or(base.num_layers),
+            num_heads: m.heads.unwrap_or(base.num_heads),
+            hidden: m.hidden.unwrap_or(base.hidden),
+            ffn_hidden: m.ffn_hidden.unwrap_or(base.ffn_hidden),
+            ..base
+        }
+        .with_dropout(m.dropout)
+        .with_input_dropout(m.input_dropout)
+        .with_max_degree(m.max_degree)
+        .with_max_distance(self.data.max_distance)
+        .with_spatial_initial_decay(m.spatial_initial_decay)
+        .with_block_size(m.block_size)
+    }
+}

@@ -1,0 +1,127 @@
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TrainError};
+
+/// What one epoch did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpochMetrics {
+    /// Epoch number, from 1.
+    pub epoch: usize,
+    /// Mean training loss over the epoch's steps.
+    pub loss: f64,
+    /// Accuracy on the training nodes (evaluation mode, after the epoch).
+    pub train_accuracy: f64,
+    /// Accuracy on the validation nodes.
+    pub valid_accuracy: f64,
+    /// Accuracy on the test nodes.
+    pub test_accuracy: f64,
+    /// Wall-clock seconds of the epoch (training and evaluation).
+    pub seconds: f64,
+    /// Learning rate at the epoch's last step.
+    pub learning_rate: f64,
+}
+
+/// The result of a training run, as written by `--metrics-out`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// Dataset name.
+    pub dataset: String,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Number of stored (directed) edges after symmetrization.
+    pub edges: usize,
+    /// Number of model parameters.
+    pub params: usize,
+    /// Number of sequences per epoch.
+    pub sequences: usize,
+    /// Nodes per sequence.
+    pub seq_len: usize,
+    /// Epochs run (including those of a resumed run).
+    pub epochs_run: usize,
+    /// Epoch with the best validation accuracy.
+    pub best_epoch: usize,
+    /// Best validation accuracy.
+    pub best_valid_accuracy: f64,
+    /// Test accuracy of the best-validation model.
+    pub test_accuracy: f64,
+    /// Seconds spent in epochs (training and evaluation).
+    pub train_seconds: f64,
+    /// `train_seconds / epochs_run`.
+    pub seconds_per_epoch: f64,
+    /// Peak resident set size of the process in bytes (`None` where the OS does not say).
+    pub peak_rss_bytes: Option<u64>,
+    /// Why training stopped.
+    pub stopped: String,
+    /// One entry per epoch.
+    pub history: Vec<EpochMetrics>,
+}
+
+impl TrainReport {
+    /// Writes the report as pretty JSON, atomically (temporary file, then rename).
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(|err| TrainError::Output {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(err),
+        })?;
+        write_atomically(path, json.as_bytes())
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
+/// reader never sees a partial file and an old file is never lost.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let output = |source| TrainError::Output {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(output)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|err| {
+        let _ = std::fs::remove_file(&tmp);
+        output(err)
+    })
+}
+
+/// Peak resident set size of this process in bytes (Linux: `VmHWM` of `/proc/self/status`).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/metrics.json");
+        write_atomically(&path, b"first").unwrap();
+        write_atomically(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn peak_rss_is_reported_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(peak_rss_bytes().unwrap() > 1 << 20);
+        }
+    }
+}

@@ -1,0 +1,63 @@
+use megagraph_graph::distance::DistanceScope;
+use megagraph_graph::sequence::SequenceStrategy;
+use megagraph_graph::{Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir, load_ogb};
+
+use crate::config::{DistanceKind, SequenceKind, TrainConfig};
+use crate::data::{SequenceDataset, SequenceOptions};
+use crate::error::{Result, TrainError};
+
+/// Loads the dataset a configuration names: the directory in `data.dataset`, or the built-in
+/// synthetic graph.
+pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
+    let data = &config.data;
+    let graph_options = GraphOptions {
+        symmetrize: data.symmetrize,
+        self_loops: SelfLoops::Remove,
+    };
+    match &data.dataset {
+        Some(dir) => {
+            let cache_dir = if data.no_cache {
+                None
+            } else {
+                Some(data.cache_dir.clone().unwrap_or_else(default_cache_dir))
+            };
+            let options = LoadOptions {
+                split_scheme: data.split.clone(),
+                graph: graph_options,
+                cache_dir,
+            };
+            Ok(load_ogb(dir, &options)?)
+        }
+        None => {
+            let csbm = config.synthetic.csbm();
+            Ok(csbm.generate()?)
+        }
+    }
+}
+
+/// Loads the dataset and turns it into sequences with distance indexes.
+pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
+    config.validate()?;
+    let dataset = load_dataset(config)?;
+    if dataset.split.train.is_empty() {
+        return Err(TrainError::InvalidConfig {
+            field: "data.split",
+            reason: format!("dataset {} has no training nodes in this split", dataset.name),
+        });
+    }
+    let data = &config.data;
+    let options = SequenceOptions {
+        seq_len: data.seq_len,
+        strategy: match data.sequences {
+            SequenceKind::Locality => SequenceStrategy::Locality,
+            SequenceKind::Random => SequenceStrategy::Random,
+        },
+        max_distance: data.max_distance,
+        scope: match data.distance_scope {
+            DistanceKind::Graph => DistanceScope::Graph,
+            DistanceKind::Induced => DistanceScope::Induced,
+        },
+        seed: config.training.seed,
+    };
+    SequenceDataset::new(dataset, options)
+}

@@ -1,0 +1,304 @@
+use std::time::Instant;
+
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Tensor};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+
+use crate::checkpoint::{Checkpointer, TrainState};
+use crate::config::TrainConfig;
+use crate::data::{NodeBatch, SequenceDataset, SplitRole};
+use crate::error::{Result, TrainError};
+use crate::metrics::{EpochMetrics, TrainReport, peak_rss_bytes};
+use crate::schedule::WarmupCosine;
+
+/// Receives progress while a [`NodeClassificationTrainer`] runs (progress bars, logs).
+pub trait TrainObserver {
+    /// An epoch starts; it will take `steps` optimizer steps.
+    fn epoch_started(&mut self, _epoch: usize, _epochs: usize, _steps: usize) {}
+    /// An optimizer step finished with `loss`.
+    fn step_finished(&mut self, _loss: f64) {}
+    /// An epoch finished.
+    fn epoch_finished(&mut self, _metrics: &EpochMetrics, _improved: bool) {}
+    /// Asked after each epoch (and its checkpoint): `true` interrupts training with
+    /// [`TrainError::Interrupted`]; a later run can `--resume`.
+    fn should_stop(&mut self, _epoch: usize) -> bool {
+        false
+    }
+}
+
+/// A [`TrainObserver`] that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quiet;
+
+impl TrainObserver for Quiet {}
+
+/// The outcome of training: the best-validation model and the report.
+pub struct TrainOutcome<B: Backend> {
+    /// The model with the best validation accuracy.
+    pub model: GraphTransformer<B>,
+    /// Metrics of the run.
+    pub report: TrainReport,
+}
+
+/// Single-device node-classification training of a [`GraphTransformer`] on a
+/// [`SequenceDataset`]: AdamW with warm-up and cosine decay, early stopping on validation
+/// accuracy, the best-validation model kept, checkpoints after every epoch.
+pub struct NodeClassificationTrainer<'a> {
+    config: &'a TrainConfig,
+    data: &'a SequenceDataset,
+}
+
+impl<'a> NodeClassificationTrainer<'a> {
+    /// A trainer for `data` configured by `config`.
+    pub fn new(config: &'a TrainConfig, data: &'a SequenceDataset) -> Self {
+        Self { config, data }
+    }
+
+    /// The model configuration this trainer builds for its dataset.
+    pub fn model_config(&self) -> GraphTransformerConfig {
+        let d = &self.data.dataset;
+        self.config
+            .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes)
+    }
+
+    fn fingerprint(&self) -> String {
+        let mut config = self.config.clone();
+        config.training.epochs = 0;
+        config.training.resume = false;
+        config.training.metrics_out = None;
+        format!("{:?}", (config, self.data.dataset.name.as_str(), self.data.num_sequences()))
+    }
+
+    /// Trains on `device` and returns the best-validation model with the report.
+    pub fn fit<B>(&self, device: &B::Device, observer: &mut dyn TrainObserver) -> Result<TrainOutcome<B::InnerBackend>>
+    where
+        B: AutodiffBackend + GraphAttentionBackend,
+        B::InnerBackend: GraphAttentionBackend,
+    {
+        let config = self.config;
+        let training = &config.training;
+        let seed = training.seed;
+        let model_config = self.model_config();
+        B::seed(device, seed);
+        let mut model: GraphTransformer<B> = model_config.init(device);
+        let mut best = model.valid();
+        let mut optimizer = AdamWConfig::new()
+            .with_weight_decay(config.optimizer.weight_decay as f32)
+            .init::<B, GraphTransformer<B>>();
+
+        let fingerprint = self.fingerprint();
+        let checkpointer = training.checkpoint_dir.as_ref().map(Checkpointer::new);
+        let mut state = TrainState {
+            epoch: 0,
+            step: 0,
+            best_epoch: 0,
+            best_valid_accuracy: f64::NEG_INFINITY,
+            epochs_without_improvement: 0,
+            train_seconds: 0.0,
+            history: Vec::new(),
+            config_fingerprint: fingerprint.clone(),
+        };
+        if training.resume {
+            let checkpointer = checkpointer.as_ref().ok_or(TrainError::InvalidConfig {
+                field: "training.resume",
+                reason: "needs training.checkpoint_dir".into(),
+            })?;
+            match checkpointer.latest_state()? {
+                Some(saved) => {
+                    if saved.config_fingerprint != fingerprint {
+                        return Err(TrainError::Checkpoint {
+                            path: checkpointer.dir().to_path_buf(),
+                            message: "was written with a different configuration or dataset; \
+                                      resume with the same options or use another --checkpoint-dir"
+                                .into(),
+                        });
+                    }
+                    (model, best, optimizer) = checkpointer.load(model, best, optimizer, device)?;
+                    log::info!("resuming after epoch {} from {}", saved.epoch, checkpointer.dir().display());
+                    state = saved;
+                }
+                None => log::warn!("no checkpoint in {}: starting from scratch", checkpointer.dir().display()),
+            }
+        }
+
+        let num_sequences = self.data.num_sequences();
+        let batch_size = training.batch_size.min(num_sequences).max(1);
+        let steps_per_epoch = num_sequences.div_ceil(batch_size);
+        let schedule = WarmupCosine {
+            peak: config.optimizer.lr,
+            warmup_steps: config.optimizer.warmup_epochs * steps_per_epoch,
+            total_steps: training.epochs * steps_per_epoch,
+            min_ratio: config.optimizer.min_lr_ratio,
+        };
+        let eval_batches: Vec<Vec<usize>> = (0..num_sequences)
+            .collect::<Vec<_>>()
+            .chunks(batch_size)
+            .map(<[usize]>::to_vec)
+            .collect();
+        let mut stopped = format!("reached {} epochs", training.epochs);
+
+        while state.epoch < training.epochs {
+            if training.patience > 0 && state.epochs_without_improvement >= training.patience {
+                stopped = format!(
+                    "early stop: no better validation accuracy for {} epochs",
+                    training.patience
+                );
+                break;
+            }
+            let epoch = state.epoch + 1;
+            let started = Instant::now();
+            // Dropout and order depend only on (seed, epoch), so a resumed run repeats exactly.
+            B::seed(device, seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64));
+            let mut order: Vec<usize> = (0..num_sequences).collect();
+            order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ (epoch as u64).rotate_left(32)));
+            observer.epoch_started(epoch, training.epochs, steps_per_epoch);
+
+            let (mut loss_sum, mut loss_steps, mut lr) = (0.0, 0, schedule.at(state.step));
+            for indices in order.chunks(batch_size) {
+                let batch: NodeBatch<B> = self.data.batch(indices, device);
+                let train_nodes = batch
+                    .nodes
+                    .iter()
+                    .flatten()
+                    .filter(|&&n| self.data.role(n) == SplitRole::Train && self.data.dataset.labels[n as usize] >= 0)
+                    .count();
+                if train_nodes == 0 {
+                    continue;
+                }
+                lr = schedule.at(state.step);
+                let logits = model.forward(batch.graph);
+                let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, train_nodes);
+                let loss_value = loss.clone().into_scalar().elem::<f64>();
+                let grads = GradientsParams::from_grads(loss.backward(), &model);
+                model = optimizer.step(lr, model, grads);
+                state.step += 1;
+                loss_sum += loss_value;
+                loss_steps += 1;
+                observer.step_finished(loss_value);
+            }
+
+            let valid_model = model.valid();
+            let accuracy = self.evaluate(&valid_model, &eval_batches, device);
+            let improved = accuracy.valid > state.best_valid_accuracy;
+            if improved {
+                state.best_valid_accuracy = accuracy.valid;
+                state.best_epoch = epoch;
+                state.epochs_without_improvement = 0;
+                best = valid_model;
+            } else {
+                state.epochs_without_improvement += 1;
+            }
+            let metrics = EpochMetrics {
+                epoch,
+                loss: if loss_steps > 0 { loss_sum / loss_steps as f64 } else { f64::NAN },
+                train_accuracy: accuracy.train,
+                valid_accuracy: accuracy.valid,
+                test_accuracy: accuracy.test,
+                seconds: started.elapsed().as_secs_f64(),
+                learning_rate: lr,
+            };
+            state.train_seconds += metrics.seconds;
+            state.epoch = epoch;
+            state.history.push(metrics.clone());
+            observer.epoch_finished(&metrics, improved);
+            if let Some(checkpointer) = &checkpointer {
+                checkpointer.save(&model, &best, &optimizer, &state)?;
+            }
+            if observer.should_stop(epoch) {
+                return Err(TrainError::Interrupted { epoch });
+            }
+        }
+
+        let best_test = state
+            .history
+            .iter()
+            .find(|m| m.epoch == state.best_epoch)
+            .map_or(f64::NAN, |m| m.test_accuracy);
+        let dataset = &self.data.dataset;
+        let report = TrainReport {
+            dataset: dataset.name.clone(),
+            nodes: dataset.graph.num_nodes(),
+            edges: dataset.graph.num_edges(),
+            params: best.num_params(),
+            sequences: num_sequences,
+            seq_len: self.data.seq_len,
+            epochs_run: state.epoch,
+            best_epoch: state.best_epoch,
+            best_valid_accuracy: state.best_valid_accuracy,
+            test_accuracy: best_test,
+            train_seconds: state.train_seconds,
+            seconds_per_epoch: state.train_seconds / state.epoch.max(1) as f64,
+            peak_rss_bytes: peak_rss_bytes(),
+            stopped,
+            history: state.history,
+        };
+        Ok(TrainOutcome { model: best, report })
+    }
+
+    /// Accuracy of `model` on the train, valid and test nodes.
+    pub fn evaluate<B: GraphAttentionBackend>(
+        &self,
+        model: &GraphTransformer<B>,
+        batches: &[Vec<usize>],
+        device: &B::Device,
+    ) -> SplitAccuracy {
+        let mut correct = [0usize; 3];
+        let mut total = [0usize; 3];
+        for indices in batches {
+            let batch: NodeBatch<B> = self.data.batch(indices, device);
+            let predictions = model.forward(batch.graph).argmax(2).into_data();
+            let predictions = predictions.iter::<i64>();
+            for (node, predicted) in batch.nodes.iter().zip(predictions) {
+                let Some(node) = *node else { continue };
+                let label = self.data.dataset.labels[node as usize];
+                let slot = match self.data.role(node) {
+                    SplitRole::Train => 0,
+                    SplitRole::Valid => 1,
+                    SplitRole::Test => 2,
+                    SplitRole::None => continue,
+                };
+                if label >= 0 {
+                    total[slot] += 1;
+                    correct[slot] += usize::from(predicted == label);
+                }
+            }
+        }
+        let ratio = |i: usize| if total[i] == 0 { 0.0 } else { correct[i] as f64 / total[i] as f64 };
+        SplitAccuracy {
+            train: ratio(0),
+            valid: ratio(1),
+            test: ratio(2),
+        }
+    }
+}
+
+/// Accuracy on each split.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SplitAccuracy {
+    /// On training nodes.
+    pub train: f64,
+    /// On validation nodes.
+    pub valid: f64,
+    /// On test nodes.
+    pub test: f64,
+}
+
+/// Mean cross-entropy over the positions with weight 1.
+///
+/// - `logits`: `[batch, seq, classes]`; `labels`, `weight`: `[batch, seq]`
+fn masked_cross_entropy<B: Backend>(
+    logits: Tensor<B, 3>,
+    labels: Tensor<B, 2, burn::tensor::Int>,
+    weight: Tensor<B, 2>,
+    count: usize,
+) -> Tensor<B, 1> {
+    let log_probs = log_softmax(logits, 2);
+    let picked = log_probs.gather(2, labels.unsqueeze_dim(2)).squeeze_dim::<2>(2);
+    (picked * weight).sum().neg() / count as f64
+}

@@ -1,0 +1,296 @@
+//! The front door of the op: shape checks, option resolution, and unpacking of the result.
+
+use burn::tensor::Tensor;
+
+use crate::backend::{DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs};
+use crate::reference::{float, primitive};
+use crate::{AttentionBias, AttentionError};
+
+/// Options of [`graph_attention`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionOptions {
+    /// Factor applied to `q·kᵀ`. Default `None`: `1 / sqrt(head_dim)`.
+    pub scale: Option<f32>,
+    /// Number of keys per tile. Default 128. Bounds the op's working memory, not its result.
+    pub block_size: usize,
+}
+
+impl Default for AttentionOptions {
+    fn default() -> Self {
+        Self {
+            scale: None,
+            block_size: 128,
+        }
+    }
+}
+
+/// Result of [`graph_attention`] over one block of keys.
+#[derive(Clone, Debug)]
+pub struct AttentionOutput<B: burn::tensor::backend::Backend> {
+    /// `softmax(logits) · v`: `[batch, heads, q_len, head_dim]`. Zero for rows without a visible key.
+    pub output: Tensor<B, 4>,
+    /// Log-sum-exp of each row's logits: `[batch, heads, q_len]`. `-inf` for rows without a
+    /// visible key. In the backend's float dtype (`f32` on the default backends).
+    pub lse: Tensor<B, 3>,
+}
+
+/// Exact biased attention over one block of keys, computed tile by tile with an online softmax.
+///
+/// - `q`: `[batch, heads, q_len, head_dim]`
+/// - `k`, `v`: `[batch, heads, k_len, head_dim]`
+/// - `bias`: distance bias (index `[batch, q_len, total_k_len]`, table `[buckets, heads]`), dense
+///   bias `[batch, heads, q_len, k_len]`, key padding mask `[batch, k_len]` — all optional.
+/// - returns `output [batch, heads, q_len, head_dim]` and `lse [batch, heads, q_len]`.
+///
+/// Logits are `scale · q·kᵀ + table[index[b, i, column_offset + j], h] + dense[b, h, i, j]`,
+/// masked keys excluded. Differentiable in `q`, `k`, `v`, the table and the dense bias through
+/// both outputs; on [`Autodiff`](burn::backend::Autodiff) the backward pass recomputes the
+/// probabilities instead of storing them.
+///
+/// # Errors
+///
+/// [`AttentionError::ShapeMismatch`] or [`AttentionError::EmptyDimension`] naming the tensor and
+/// dimension that disagree, [`AttentionError::ColumnOffsetOutOfRange`] when
+/// `column_offset + k_len` exceeds the index, [`AttentionError::ZeroBlockSize`],
+/// [`AttentionError::NonFiniteScale`]. Bucket values are not checked here (that needs a device
+/// read); see [`DistanceBias::check_bucket_range`](crate::DistanceBias::check_bucket_range).
+pub fn graph_attention<B: GraphAttentionBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    bias: AttentionBias<B>,
+    options: &AttentionOptions,
+) -> Result<AttentionOutput<B>, AttentionError> {
+    let [batch, heads, q_len, head_dim] = q.dims();
+    let q_shape = q.dims().to_vec();
+    for (dim, size) in [
+        ("batch", batch),
+        ("heads", heads),
+        ("q_len", q_len),
+        ("head_dim", head_dim),
+    ] {
+        if size == 0 {
+            return Err(AttentionError::EmptyDimension {
+                tensor: "q",
+                dim,
+                shape: q_shape,
+            });
+        }
+    }
+    let k_len = k.dims()[2];
+    check_dims(
+        "k",
+        &k.dims(),
+        &[
+            ("batch", batch),
+            ("heads", heads),
+            ("k_len", k_len),
+            ("head_dim", head_dim),
+        ],
+    )?;
+    check_dims(
+        "v",
+        &v.dims(),
+        &[
+            ("batch", batch),
+            ("heads", heads),
+            ("k_len", k_len),
+            ("head_dim", head_dim),
+        ],
+    )?;
+    if k_len == 0 {
+        return Err(AttentionError::EmptyDimension {
+            tensor: "k",
+            dim: "k_len",
+            shape: k.dims().to_vec(),
+        });
+    }
+    if let Some(distance) = &bias.distance {
+        let index_dims = distance.index.dims();
+        let total_k_len = index_dims[2];
+        check_dims(
+            "bias.distance.index",
+            &index_dims,
+            &[
+                ("batch", batch),
+                ("q_len", q_len),
+                ("total_k_len", total_k_len),
+            ],
+        )?;
+        let table_dims = distance.table.dims();
+        check_dims(
+            "bias.distance.table",
+            &table_dims,
+            &[("buckets", table_dims[0]), ("heads", heads)],
+        )?;
+        if table_dims[0] == 0 {
+            return Err(AttentionError::EmptyDimension {
+                tensor: "bias.distance.table",
+                dim: "buckets",
+                shape: table_dims.to_vec(),
+            });
+        }
+        if distance.column_offset + k_len > total_k_len {
+            return Err(AttentionError::ColumnOffsetOutOfRange {
+                column_offset: distance.column_offset,
+                k_len,
+                total_k_len,
+            });
+        }
+    }
+    if let Some(dense) = &bias.dense {
+        check_dims(
+            "bias.dense",
+            &dense.dims(),
+            &[
+                ("batch", batch),
+                ("heads", heads),
+                ("q_len", q_len),
+                ("k_len", k_len),
+            ],
+        )?;
+    }
+    if let Some(mask) = &bias.key_padding_mask {
+        check_dims(
+            "bias.key_padding_mask",
+            &mask.dims(),
+            &[("batch", batch), ("k_len", k_len)],
+        )?;
+    }
+    if options.block_size == 0 {
+        return Err(AttentionError::ZeroBlockSize);
+    }
+    let scale = options.scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return Err(AttentionError::NonFiniteScale(scale));
+    }
+
+    let inputs = GraphAttentionInputs::<B> {
+        q: primitive(q),
+        k: primitive(k),
+        v: primitive(v),
+        distance: bias.distance.map(|d| DistanceBiasPrimitive {
+            index: d.index.into_primitive(),
+            table: primitive(d.table),
+            column_offset: d.column_offset,
+        }),
+        dense: bias.dense.map(primitive),
+        key_padding_mask: bias.key_padding_mask.map(|m| m.into_primitive()),
+        scale,
+        block_size: options.block_size,
+    };
+    let packed: Tensor<B, 4> = float(B::graph_attention_forward(inputs));
+    let output = packed
+        .clone()
+        .slice([0..batch, 0..heads, 0..q_len, 0..head_dim]);
+    let lse = packed
+        .slice([0..batch, 0..heads, 0..q_len, head_dim..head_dim + 1])
+        .reshape([batch, heads, q_len]);
+    Ok(AttentionOutput { output, lse })
+}
+
+/// Checks `actual` against `expected` (`(name, size)` per dimension).
+fn check_dims(
+    tensor: &'static str,
+    actual: &[usize],
+    expected: &[(&'static str, usize)],
+) -> Result<(), AttentionError> {
+    for (&size, &(dim, want)) in actual.iter().zip(expected) {
+        if size != want {
+            return Err(AttentionError::ShapeMismatch {
+                tensor,
+                dim,
+                expected: want,
+                actual: size,
+                shape: actual.to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use burn::tensor::Bool;
+
+    type B = Flex;
+
+    fn qkv(q: [usize; 4], k: [usize; 4]) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) {
+        let device = Default::default();
+        (
+            Tensor::ones(q, &device),
+            Tensor::ones(k, &device),
+            Tensor::ones(k, &device),
+        )
+    }
+
+    #[test]
+    fn head_dim_mismatch_names_tensor_and_dim() {
+        let (q, k, _) = qkv([1, 2, 3, 4], [1, 2, 5, 4]);
+        let v = Tensor::<B, 4>::ones([1, 2, 5, 6], &Default::default());
+        let err = graph_attention(
+            q,
+            k,
+            v,
+            AttentionBias::default(),
+            &AttentionOptions::default(),
+        )
+        .err();
+        assert_eq!(
+            err,
+            Some(AttentionError::ShapeMismatch {
+                tensor: "v",
+                dim: "head_dim",
+                expected: 4,
+                actual: 6,
+                shape: vec![1, 2, 5, 6],
+            })
+        );
+    }
+
+    #[test]
+    fn mask_length_mismatch_is_reported() {
+        let (q, k, v) = qkv([2, 1, 3, 4], [2, 1, 5, 4]);
+        let bias = AttentionBias {
+            key_padding_mask: Some(Tensor::<B, 2, Bool>::empty([2, 4], &Default::default())),
+            ..Default::default()
+        };
+        let err = graph_attention(q, k, v, bias, &AttentionOptions::default()).err();
+        assert!(matches!(
+            err,
+            Some(AttentionError::ShapeMismatch {
+                tensor: "bias.key_padding_mask",
+                dim: "k_len",
+                expected: 5,
+                actual: 4,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn zero_block_size_and_bad_scale_are_rejected() {
+        let (q, k, v) = qkv([1, 1, 2, 4], [1, 1, 2, 4]);
+        let options = AttentionOptions {
+            scale: None,
+            block_size: 0,
+        };
+        let err = graph_attention(
+            q.clone(),
+            k.clone(),
+            v.clone(),
+            AttentionBias::default(),
+            &options,
+        )
+        .err();
+        assert_eq!(err, Some(AttentionError::ZeroBlockSize));
+        let options = AttentionOptions {
+            scale: Some(f32::NAN),
+            block_size: 4,
+        };
+        let err = graph_attention(q, k, v, AttentionBias::default(), &options).err();
+        assert!(matches!(err, Some(AttentionError::NonFiniteScale(s)) if s.is_nan()));
+    }
+}

@@ -1,0 +1,103 @@
+//! The op on [`Autodiff`]: one custom backward node that saves the inputs and the packed output
+//! and recomputes probabilities tile by tile in the backward pass.
+
+use core::marker::PhantomData;
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::tensor::ops::FloatTensor;
+
+use crate::backend::{DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs};
+
+/// Backward step of the op. Parents: `[q, k, v, table, dense]`.
+#[derive(Debug)]
+struct GraphAttentionBackward<B> {
+    _backend: PhantomData<B>,
+}
+
+/// What the backward step keeps: the inner-backend inputs (q, k, v, index, table, dense bias,
+/// mask: references to tensors the caller holds anyway) and the packed `[out | lse]` result.
+type SavedState<B> = (GraphAttentionInputs<B>, FloatTensor<B>);
+
+impl<B: GraphAttentionBackend> Backward<B, 5> for GraphAttentionBackward<B> {
+    type State = SavedState<B>;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 5>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [node_q, node_k, node_v, node_table, node_dense] = ops.parents;
+        let packed_grad = grads.consume::<B>(&ops.node);
+        let (inputs, packed_output) = ops.state;
+        let has_distance = inputs.distance.is_some();
+        let has_dense = inputs.dense.is_some();
+        let result = B::graph_attention_backward(inputs, packed_output, packed_grad);
+        if let Some(node) = node_q {
+            grads.register::<B>(node.id, result.q);
+        }
+        if let Some(node) = node_k {
+            grads.register::<B>(node.id, result.k);
+        }
+        if let Some(node) = node_v {
+            grads.register::<B>(node.id, result.v);
+        }
+        // An absent table or dense bias stands in the parent list as a second reference to `q`
+        // (see `graph_attention_forward`); only real inputs receive gradients.
+        if let (true, Some(node), Some(grad)) = (has_distance, node_table, result.table) {
+            grads.register::<B>(node.id, grad);
+        }
+        if let (true, Some(node), Some(grad)) = (has_dense, node_dense, result.dense) {
+            grads.register::<B>(node.id, grad);
+        }
+    }
+}
+
+impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for Autodiff<B, C> {
+    fn graph_attention_forward(inputs: GraphAttentionInputs<Self>) -> FloatTensor<Self> {
+        let q_node = inputs.q.node.clone();
+        let table_node = inputs
+            .distance
+            .as_ref()
+            .map_or_else(|| q_node.clone(), |d| d.table.node.clone());
+        let dense_node = inputs
+            .dense
+            .as_ref()
+            .map_or_else(|| q_node.clone(), |d| d.node.clone());
+        let nodes = [
+            q_node,
+            inputs.k.node.clone(),
+            inputs.v.node.clone(),
+            table_node,
+            dense_node,
+        ];
+        let inner = GraphAttentionInputs::<B> {
+            q: inputs.q.primitive,
+            k: inputs.k.primitive,
+            v: inputs.v.primitive,
+            distance: inputs.distance.map(|d| DistanceBiasPrimitive {
+                index: d.index,
+                table: d.table.primitive,
+                column_offset: d.column_offset,
+            }),
+            dense: inputs.dense.map(|d| d.primitive),
+            key_padding_mask: inputs.key_padding_mask,
+            scale: inputs.scale,
+            block_size: inputs.block_size,
+        };
+        let step = GraphAttentionBackward::<B> {
+            _backend: PhantomData,
+        };
+        match step.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let packed = B::graph_attention_forward(inner.clone());
+                prep.finish((inner, packed.clone()), packed)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::graph_attention_forward(inner)),
+        }
+    }
+}

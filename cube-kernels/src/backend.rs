@@ -1,0 +1,109 @@
+//! The backend extension: the op at the level of tensor primitives, which backends may override
+//! with their own kernels.
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
+
+use crate::reference;
+
+/// Distance bias at the primitive level (see [`DistanceBias`](crate::DistanceBias)).
+#[derive(Clone, Debug)]
+pub struct DistanceBiasPrimitive<B: Backend> {
+    /// `[batch, q_len, total_k_len]` int tensor of buckets.
+    pub index: IntTensor<B>,
+    /// `[buckets, heads]` float table.
+    pub table: FloatTensor<B>,
+    /// First index column of the key block.
+    pub column_offset: usize,
+}
+
+/// Validated inputs of the op at the primitive level.
+///
+/// [`graph_attention`](crate::graph_attention) builds it after checking every shape, so
+/// implementations may assume consistent shapes:
+/// `q [batch, heads, q_len, head_dim]`, `k`/`v [batch, heads, k_len, head_dim]`,
+/// `dense [batch, heads, q_len, k_len]`, `key_padding_mask [batch, k_len]`, and
+/// `column_offset + k_len <= total_k_len`.
+#[derive(Clone, Debug)]
+pub struct GraphAttentionInputs<B: Backend> {
+    /// Queries `[batch, heads, q_len, head_dim]`.
+    pub q: FloatTensor<B>,
+    /// Keys `[batch, heads, k_len, head_dim]`.
+    pub k: FloatTensor<B>,
+    /// Values `[batch, heads, k_len, head_dim]`.
+    pub v: FloatTensor<B>,
+    /// Spatial bias through a distance index, if any.
+    pub distance: Option<DistanceBiasPrimitive<B>>,
+    /// Dense bias `[batch, heads, q_len, k_len]`, if any.
+    pub dense: Option<FloatTensor<B>>,
+    /// Key padding mask `[batch, k_len]` (`true` = masked out), if any.
+    pub key_padding_mask: Option<BoolTensor<B>>,
+    /// Factor applied to `q·kᵀ` before the bias is added.
+    pub scale: f32,
+    /// Number of keys per tile (positive).
+    pub block_size: usize,
+}
+
+/// Gradients of the op's differentiable inputs.
+#[derive(Clone, Debug)]
+pub struct GraphAttentionGrads<B: Backend> {
+    /// `[batch, heads, q_len, head_dim]`.
+    pub q: FloatTensor<B>,
+    /// `[batch, heads, k_len, head_dim]`.
+    pub k: FloatTensor<B>,
+    /// `[batch, heads, k_len, head_dim]`.
+    pub v: FloatTensor<B>,
+    /// `[buckets, heads]`, present iff the inputs had a distance bias.
+    pub table: Option<FloatTensor<B>>,
+    /// `[batch, heads, q_len, k_len]`, present iff the inputs had a dense bias.
+    pub dense: Option<FloatTensor<B>>,
+}
+
+/// A backend that can run exact blockwise biased graph attention.
+///
+/// The default methods are the reference implementation: a loop over key tiles written with
+/// Burn tensor ops (matmul, exp, max, select, select_assign), so every backend gets the op with
+/// `impl GraphAttentionBackend for MyBackend {}`. A backend with its own kernels overrides both
+/// methods; [`Autodiff`](burn::backend::Autodiff) overrides the forward pass to register a custom
+/// backward node that calls [`graph_attention_backward`](Self::graph_attention_backward) of the
+/// inner backend.
+///
+/// Logits are `s = scale · q·kᵀ + bias` with masked keys at `-inf`; the op returns
+/// `out = softmax(s) · v` and `lse = logsumexp(s)` per row. A row whose keys are all masked gets
+/// `out = 0`, `lse = -inf`.
+pub trait GraphAttentionBackend: Backend {
+    /// Forward pass. Returns the packed result `[batch, heads, q_len, head_dim + 1]`: channels
+    /// `0..head_dim` hold the output, channel `head_dim` holds the row's log-sum-exp.
+    ///
+    /// Memory: `O(q_len · head_dim + q_len · block_size · heads)` per batch element beyond the
+    /// inputs.
+    fn graph_attention_forward(inputs: GraphAttentionInputs<Self>) -> FloatTensor<Self> {
+        reference::forward::<Self>(inputs)
+    }
+
+    /// Backward pass. `packed_output` is the result of the forward pass and `packed_grad` the
+    /// gradient of the loss with respect to it (same packed layout: `dO` then `dLSE`).
+    ///
+    /// Recomputes the probabilities one key tile at a time from the saved log-sum-exp, so it
+    /// never holds a `[q_len, k_len]` matrix.
+    fn graph_attention_backward(
+        inputs: GraphAttentionInputs<Self>,
+        packed_output: FloatTensor<Self>,
+        packed_grad: FloatTensor<Self>,
+    ) -> GraphAttentionGrads<Self> {
+        reference::backward::<Self>(inputs, packed_output, packed_grad)
+    }
+}
+
+impl GraphAttentionBackend for burn::backend::Flex {}
+
+/// An autodiff backend whose inner backend also runs the op (what training code bounds on).
+pub trait GraphAttentionAutodiffBackend:
+    GraphAttentionBackend + AutodiffBackend<InnerBackend: GraphAttentionBackend>
+{
+}
+
+impl<B> GraphAttentionAutodiffBackend for B where
+    B: GraphAttentionBackend + AutodiffBackend<InnerBackend: GraphAttentionBackend>
+{
+}

@@ -1,0 +1,33 @@
+//! Exact blockwise biased graph attention for Burn backends.
+//!
+//! [`graph_attention`] computes `softmax(scale · q·kᵀ + bias) · v` and the per-row log-sum-exp of
+//! the same logits, where the bias is Graphormer's spatial encoding read through a `u8` distance
+//! index and a learned table ([`DistanceBias`]), optionally plus a dense bias and a key padding
+//! mask ([`AttentionBias`]). The keys are processed in tiles with an online softmax, so the
+//! `[batch, heads, q_len, k_len]` score matrix is never stored; on
+//! [`Autodiff`](burn::backend::Autodiff) a custom backward node recomputes it tile by tile.
+//!
+//! [`merge_partials`] combines results over disjoint key blocks exactly (ring / context
+//! parallelism), using the log-sum-exp.
+//!
+//! Backends join through [`GraphAttentionBackend`]; its default methods are a reference
+//! implementation with Burn tensor ops that works everywhere.
+
+#![warn(missing_docs)]
+
+mod attention;
+mod autodiff;
+mod backend;
+mod bias;
+mod error;
+mod merge;
+mod reference;
+
+pub use attention::{AttentionOptions, AttentionOutput, graph_attention};
+pub use backend::{
+    DistanceBiasPrimitive, GraphAttentionAutodiffBackend, GraphAttentionBackend,
+    GraphAttentionGrads, GraphAttentionInputs,
+};
+pub use bias::{AttentionBias, DistanceBias};
+pub use error::AttentionError;
+pub use merge::merge_partials;

@@ -1,0 +1,304 @@
+//! Reference implementation of the op with Burn tensor ops, one key tile at a time. It runs on
+//! every backend and defines the numerics that custom kernels reproduce.
+//!
+//! Forward (online softmax): for each key tile `s = qs·kᵀ + bias` (masked keys `-inf`),
+//! `m' = max(m, rowmax(s))`, `l = l·e^(m−m') + rowsum(e^(s−m'))`,
+//! `acc = acc·e^(m−m') + e^(s−m')·v`; finally `out = acc / l`, `lse = m + ln l`. The running max
+//! starts at `f32::MIN` instead of `-inf`, so fully masked tiles give `e^(-inf) = 0` and never
+//! `e^(-inf + inf) = NaN`; a row with no visible key ends with `l = 0`, `out = 0`, `lse = -inf`.
+//!
+//! Per-row shifts (`− m'`, `− lse`, `− D + dLSE`) are folded into the tile matmuls as one extra
+//! column (`[q | −c]·[k | 1]ᵀ = q·kᵀ − c`) instead of broadcasting a `[q_len, 1]` tensor over the
+//! tile, which Burn's CPU backends do an order of magnitude slower than the matmul.
+//!
+//! Backward: `P = e^(s − lse)` recomputed per tile, `D = rowsum(dO∘O)`,
+//! `dS = P∘(dO·vᵀ − D + dLSE)`, `dQ = scale·dS·k`, `dK = dSᵀ·qs`, `dV = Pᵀ·dO`, the dense bias gets
+//! `dS` and the table gets `dS` summed into its buckets.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorPrimitive};
+
+use crate::backend::{GraphAttentionGrads, GraphAttentionInputs};
+
+/// Wraps a float primitive into a tensor.
+pub(crate) fn float<B: Backend, const D: usize>(primitive: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(primitive))
+}
+
+/// Unwraps a float tensor into its primitive.
+pub(crate) fn primitive<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> FloatTensor<B> {
+    tensor.into_primitive().tensor()
+}
+
+/// Distance bias of the tile loop, with the table transposed for a contiguous gather.
+struct TileDistance<B: Backend> {
+    /// `[batch, q_len, total_k_len]`.
+    index: Tensor<B, 3, Int>,
+    /// `[heads, buckets]`.
+    table_t: Tensor<B, 2>,
+    /// First index column of the key block.
+    column_offset: usize,
+}
+
+/// The inputs of the tile loop as tensors.
+struct Tiles<B: Backend> {
+    /// Pre-scaled queries `scale · q`, `[batch, heads, q_len, head_dim]`.
+    qs: Tensor<B, 4>,
+    /// `[batch, heads, k_len, head_dim]`.
+    k: Tensor<B, 4>,
+    /// `[batch, heads, k_len, head_dim]`.
+    v: Tensor<B, 4>,
+    distance: Option<TileDistance<B>>,
+    /// `[batch, heads, q_len, k_len]`.
+    dense: Option<Tensor<B, 4>>,
+    /// `[batch, k_len]`.
+    mask: Option<Tensor<B, 2, Bool>>,
+    scale: f32,
+    block_size: usize,
+    batch: usize,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+}
+
+impl<B: Backend> Tiles<B> {
+    fn new(inputs: GraphAttentionInputs<B>) -> Self {
+        let q: Tensor<B, 4> = float(inputs.q);
+        let [batch, heads, q_len, head_dim] = q.dims();
+        let k: Tensor<B, 4> = float(inputs.k);
+        let k_len = k.dims()[2];
+        Self {
+            qs: q.mul_scalar(inputs.scale),
+            k,
+            v: float(inputs.v),
+            distance: inputs.distance.map(|d| TileDistance {
+                index: Tensor::from_primitive(d.index),
+                table_t: float::<B, 2>(d.table).transpose(),
+                column_offset: d.column_offset,
+            }),
+            dense: inputs.dense.map(float),
+            mask: inputs.key_padding_mask.map(Tensor::from_primitive),
+            scale: inputs.scale,
+            block_size: inputs.block_size.max(1),
+            batch,
+            heads,
+            q_len,
+            k_len,
+            head_dim,
+        }
+    }
+
+    /// Key ranges of the tiles.
+    fn ranges(&self) -> impl Iterator<Item = (usize, usize)> + use<B> {
+        let (k_len, block) = (self.k_len, self.block_size);
+        (0..k_len)
+            .step_by(block)
+            .map(move |j0| (j0, (j0 + block).min(k_len)))
+    }
+
+    /// Bucket indices of the tile, one `[q_len · tile]` tensor (row-major over `[q_len, tile]`)
+    /// per batch element, if there is a distance bias.
+    fn tile_buckets(&self, j0: usize, j1: usize) -> Option<Vec<Tensor<B, 1, Int>>> {
+        self.distance.as_ref().map(|d| {
+            let c0 = d.column_offset;
+            (0..self.batch)
+                .map(|b| {
+                    d.index
+                        .clone()
+                        .slice([b..b + 1, 0..self.q_len, c0 + j0..c0 + j1])
+                        .reshape([self.q_len * (j1 - j0)])
+                })
+                .collect()
+        })
+    }
+
+    /// Additive bias of the tile `[batch, heads, q_len, tile]` (distance plus dense), if any,
+    /// and the tile's bucket indices (see [`Self::tile_buckets`]).
+    ///
+    /// The table is gathered per batch element so that every result is contiguous in
+    /// `[heads, q_len, tile]` order (a permuted view would make the later additions slow).
+    #[allow(clippy::type_complexity)]
+    fn bias(&self, j0: usize, j1: usize) -> (Option<Tensor<B, 4>>, Option<Vec<Tensor<B, 1, Int>>>) {
+        let (b, h, nq, t) = (self.batch, self.heads, self.q_len, j1 - j0);
+        let buckets = self.tile_buckets(j0, j1);
+        let distance = match (&self.distance, &buckets) {
+            (Some(d), Some(per_batch)) => {
+                let parts: Vec<Tensor<B, 4>> = per_batch
+                    .iter()
+                    .map(|idx| {
+                        d.table_t
+                            .clone()
+                            .select(1, idx.clone())
+                            .reshape([1, h, nq, t])
+                    })
+                    .collect();
+                Some(Tensor::cat(parts, 0))
+            }
+            _ => None,
+        };
+        let dense = self
+            .dense
+            .as_ref()
+            .map(|dense| dense.clone().slice([0..b, 0..h, 0..nq, j0..j1]));
+        let bias = match (distance, dense) {
+            (Some(a), Some(c)) => Some(a + c),
+            (a, c) => a.or(c),
+        };
+        (bias, buckets)
+    }
+
+    /// Keys of the tile with a column of ones appended: `[batch, heads, tile, head_dim + 1]`.
+    fn keys_with_ones(&self, j0: usize, j1: usize) -> Tensor<B, 4> {
+        let k = self.k.clone().slice([0..self.batch, 0..self.heads, j0..j1]);
+        Tensor::cat(vec![k.clone(), ones_column(&k)], 3)
+    }
+
+    /// `q_aug·k_augᵀ + bias` with masked keys at `-inf`: `[batch, heads, q_len, tile]`.
+    ///
+    /// With `q_aug = [qs | -c]` and `k_aug = [k | 1]` this is `s − c` for a per-row shift `c`,
+    /// computed inside the matmul: Burn backends broadcast a `[.., q_len, 1]` operand over the
+    /// last dimension far slower than they multiply one more column.
+    fn shifted_logits(
+        &self,
+        q_aug: Tensor<B, 4>,
+        k_aug: Tensor<B, 4>,
+        bias: Option<&Tensor<B, 4>>,
+        j0: usize,
+        j1: usize,
+    ) -> Tensor<B, 4> {
+        let (b, h, nq, t) = (self.batch, self.heads, self.q_len, j1 - j0);
+        let mut s = q_aug.matmul(k_aug.swap_dims(2, 3));
+        if let Some(bias) = bias {
+            s = s + bias.clone();
+        }
+        if let Some(mask) = &self.mask {
+            let mask = mask
+                .clone()
+                .slice([0..b, j0..j1])
+                .reshape([b, 1, 1, t])
+                .expand([b, h, nq, t]);
+            s = s.mask_fill(mask, f32::NEG_INFINITY);
+        }
+        s
+    }
+}
+
+/// A column of ones shaped like `like` with its last dimension 1.
+fn ones_column<B: Backend>(like: &Tensor<B, 4>) -> Tensor<B, 4> {
+    let [b, h, n, _] = like.dims();
+    Tensor::ones([b, h, n, 1], (&like.device(), like.dtype()))
+}
+
+/// Reference forward pass; see [`GraphAttentionBackend::graph_attention_forward`](crate::GraphAttentionBackend::graph_attention_forward).
+pub(crate) fn forward<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTensor<B> {
+    let tiles = Tiles::new(inputs);
+    let (b, h, nq, dh) = (tiles.batch, tiles.heads, tiles.q_len, tiles.head_dim);
+    let device = tiles.qs.device();
+    let dtype = tiles.qs.dtype();
+    let mut max = Tensor::<B, 4>::full([b, h, nq, 1], f32::MIN, (&device, dtype));
+    let mut sum = Tensor::<B, 4>::zeros([b, h, nq, 1], (&device, dtype));
+    let mut acc = Tensor::<B, 4>::zeros([b, h, nq, dh], (&device, dtype));
+    let zero_shift = Tensor::<B, 4>::zeros([b, h, nq, 1], (&device, dtype));
+    let q_unshifted = Tensor::cat(vec![tiles.qs.clone(), zero_shift], 3);
+    for (j0, j1) in tiles.ranges() {
+        let (bias, _) = tiles.bias(j0, j1);
+        let k_aug = tiles.keys_with_ones(j0, j1);
+        let s = tiles.shifted_logits(q_unshifted.clone(), k_aug.clone(), bias.as_ref(), j0, j1);
+        let new_max = max.clone().max_pair(s.max_dim(3));
+        let alpha = (max - new_max.clone()).exp();
+        // e^(s − m'), with the shift done by the matmul (see `shifted_logits`)
+        let q_shifted = Tensor::cat(vec![tiles.qs.clone(), -new_max.clone()], 3);
+        let p = tiles
+            .shifted_logits(q_shifted, k_aug, bias.as_ref(), j0, j1)
+            .exp();
+        let v_tile = tiles.v.clone().slice([0..b, 0..h, j0..j1]);
+        sum = sum * alpha.clone() + p.clone().sum_dim(3);
+        acc = acc * alpha + p.matmul(v_tile);
+        max = new_max;
+    }
+    // sum >= 1 whenever a key is visible (the row maximum contributes e^0); clamping only turns
+    // 0/0 into 0 for rows without visible keys.
+    let out = acc / sum.clone().clamp_min(f32::MIN_POSITIVE);
+    let lse = max + sum.log();
+    primitive(Tensor::cat(vec![out, lse], 3))
+}
+
+/// Reference backward pass; see [`GraphAttentionBackend::graph_attention_backward`](crate::GraphAttentionBackend::graph_attention_backward).
+pub(crate) fn backward<B: Backend>(
+    inputs: GraphAttentionInputs<B>,
+    packed_output: FloatTensor<B>,
+    packed_grad: FloatTensor<B>,
+) -> GraphAttentionGrads<B> {
+    let tiles = Tiles::new(inputs);
+    let (b, h, nq, dh) = (tiles.batch, tiles.heads, tiles.q_len, tiles.head_dim);
+    let packed: Tensor<B, 4> = float(packed_output);
+    let grad: Tensor<B, 4> = float(packed_grad);
+    let out = packed.clone().slice([0..b, 0..h, 0..nq, 0..dh]);
+    // -inf (no visible key) becomes f32::MIN: e^(-inf - f32::MIN) = 0 on masked logits.
+    let lse = packed
+        .slice([0..b, 0..h, 0..nq, dh..dh + 1])
+        .clamp_min(f32::MIN);
+    let d_out = grad.clone().slice([0..b, 0..h, 0..nq, 0..dh]);
+    let d_lse = grad.slice([0..b, 0..h, 0..nq, dh..dh + 1]);
+    // dS = P∘(dP − D + dLSE) = P∘(dP − shift)
+    let shift = (d_out.clone() * out).sum_dim(3) - d_lse;
+
+    let device = tiles.qs.device();
+    let dtype = tiles.qs.dtype();
+    // shifts folded into the matmuls (see `shifted_logits`):
+    // [qs | -lse]·[k | 1]ᵀ = s − lse and [dO | -shift]·[v | 1]ᵀ = dP − shift
+    let q_aug = Tensor::cat(vec![tiles.qs.clone(), -lse], 3);
+    let d_out_aug = Tensor::cat(vec![d_out.clone(), -shift], 3);
+    let mut d_q = Tensor::<B, 4>::zeros([b, h, nq, dh], (&device, dtype));
+    let mut d_k_tiles = Vec::new();
+    let mut d_v_tiles = Vec::new();
+    let mut d_dense_tiles = Vec::new();
+    let mut d_table_t = tiles.distance.as_ref().map(|d| d.table_t.zeros_like());
+    for (j0, j1) in tiles.ranges() {
+        let t = j1 - j0;
+        let (bias, buckets) = tiles.bias(j0, j1);
+        let k_aug = tiles.keys_with_ones(j0, j1);
+        let p = tiles
+            .shifted_logits(q_aug.clone(), k_aug, bias.as_ref(), j0, j1)
+            .exp();
+        let k_tile = tiles.k.clone().slice([0..b, 0..h, j0..j1]);
+        let v_tile = tiles.v.clone().slice([0..b, 0..h, j0..j1]);
+        let v_aug = Tensor::cat(vec![v_tile.clone(), ones_column(&v_tile)], 3);
+        d_v_tiles.push(p.clone().swap_dims(2, 3).matmul(d_out.clone()));
+        let d_s = p * d_out_aug.clone().matmul(v_aug.swap_dims(2, 3));
+        d_q = d_q + d_s.clone().matmul(k_tile);
+        d_k_tiles.push(d_s.clone().swap_dims(2, 3).matmul(tiles.qs.clone()));
+        if let (Some(mut acc), Some(per_batch)) = (d_table_t.take(), buckets) {
+            for (batch, idx) in per_batch.into_iter().enumerate() {
+                let values = d_s
+                    .clone()
+                    .slice([batch..batch + 1, 0..h, 0..nq, 0..t])
+                    .reshape([h, nq * t]);
+                acc = acc.select_assign(1, idx, values, IndexingUpdateOp::Add);
+            }
+            d_table_t = Some(acc);
+        }
+        if tiles.dense.is_some() {
+            d_dense_tiles.push(d_s);
+        }
+    }
+    let cat_or_zeros = |parts: Vec<Tensor<B, 4>>, dim: usize, like: &Tensor<B, 4>| {
+        if parts.is_empty() {
+            like.zeros_like()
+        } else {
+            Tensor::cat(parts, dim)
+        }
+    };
+    GraphAttentionGrads {
+        q: primitive(d_q.mul_scalar(tiles.scale)),
+        k: primitive(cat_or_zeros(d_k_tiles, 2, &tiles.k)),
+        v: primitive(cat_or_zeros(d_v_tiles, 2, &tiles.v)),
+        table: d_table_t.map(|t| primitive(t.transpose())),
+        dense: tiles
+            .dense
+            .as_ref()
+            .map(|dense| primitive(cat_or_zeros(d_dense_tiles, 3, dense))),
+    }
+}

@@ -1,0 +1,78 @@
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::{Bool, Tensor, backend::Backend};
+use megagraph_kernels::{DistanceBias, GraphAttentionBackend};
+
+use crate::{GraphAttention, GraphAttentionConfig};
+
+/// Configuration of a [`GraphTransformerLayer`].
+#[derive(Config, Debug)]
+pub struct GraphTransformerLayerConfig {
+    /// Model width.
+    pub d_model: usize,
+    /// Number of attention heads.
+    pub num_heads: usize,
+    /// Hidden width of the feed-forward network.
+    pub d_ffn: usize,
+    /// Dropout after attention and after the feed-forward network. Default: 0.1.
+    #[config(default = 0.1)]
+    pub dropout: f64,
+    /// Key tile of the attention op. Default: 128.
+    #[config(default = 128)]
+    pub block_size: usize,
+}
+
+/// A pre-LN Graph Transformer layer:
+/// `x + Dropout(Attn(LN(x), bias))`, then `x + Dropout(FFN(LN(x)))` with a GELU FFN.
+#[derive(Module, Debug)]
+pub struct GraphTransformerLayer<B: Backend> {
+    /// Norm before attention.
+    pub attention_norm: LayerNorm<B>,
+    /// Biased multi-head attention.
+    pub attention: GraphAttention<B>,
+    /// Norm before the feed-forward network.
+    pub ffn_norm: LayerNorm<B>,
+    /// First FFN projection, `d_model → d_ffn`.
+    pub ffn_in: Linear<B>,
+    /// Second FFN projection, `d_ffn → d_model`.
+    pub ffn_out: Linear<B>,
+    /// FFN activation.
+    pub activation: Gelu,
+    /// Residual-branch dropout.
+    pub dropout: Dropout,
+}
+
+impl GraphTransformerLayerConfig {
+    /// Initializes a [`GraphTransformerLayer`] on `device`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> GraphTransformerLayer<B> {
+        GraphTransformerLayer {
+            attention_norm: LayerNormConfig::new(self.d_model).init(device),
+            attention: GraphAttentionConfig::new(self.d_model, self.num_heads)
+                .with_block_size(self.block_size)
+                .init(device),
+            ffn_norm: LayerNormConfig::new(self.d_model).init(device),
+            ffn_in: LinearConfig::new(self.d_model, self.d_ffn).init(device),
+            ffn_out: LinearConfig::new(self.d_ffn, self.d_model).init(device),
+            activation: Gelu::new(),
+            dropout: DropoutConfig::new(self.dropout).init(),
+        }
+    }
+}
+
+impl<B: GraphAttentionBackend> GraphTransformerLayer<B> {
+    /// Applies the layer.
+    ///
+    /// - `x`: `[batch, seq, d_model]`
+    /// - `bias`: the spatial bias of the batch
+    /// - `padding`: `[batch, seq]`, `true` for padded positions
+    /// - output: `[batch, seq, d_model]`
+    pub fn forward(&self, x: Tensor<B, 3>, bias: DistanceBias<B>, padding: Tensor<B, 2, Bool>) -> Tensor<B, 3> {
+        let attended = self
+            .attention
+            .forward(self.attention_norm.forward(x.clone()), bias, padding);
+        let x = x + self.dropout.forward(attended);
+        let hidden = self.activation.forward(self.ffn_in.forward(self.ffn_norm.forward(x.clone())));
+        x + self.dropout.forward(self.ffn_out.forward(self.dropout.forward(hidden)))
+    }
+}

@@ -1,0 +1,32 @@
+#![warn(missing_docs)]
+//! Graphormer-style Graph Transformer modules for [Burn](https://burn.dev).
+//!
+//! A [`GraphTransformer`] reads a [`GraphBatch`] (node sequences with their structural inputs) and
+//! returns per-node logits. It is built from:
+//!
+//! - an [input encoder](encoders::InputEncoder): a linear map of node features, or learned node
+//!   embeddings for graphs without features;
+//! - a [centrality encoding](encoders::CentralityEncoding): learned in- and out-degree embeddings;
+//! - a [spatial encoding](encoders::SpatialEncoding): one learned scalar per (shortest-path
+//!   distance bucket, head) added to the attention logits, read through a `u8` distance index so
+//!   the bias is never a dense `[batch, heads, seq, seq]` float tensor;
+//! - `L` pre-LN [layers](GraphTransformerLayer) of biased multi-head attention and a GELU FFN;
+//! - a final layer norm and a linear classifier.
+//!
+//! The model is split into [`GraphTransformer::embed`], the layers and [`GraphTransformer::head`]
+//! so that a pipeline can place the (heavy) embedding stage and any share of layers on a stage.
+
+mod attention;
+mod batch;
+pub mod encoders;
+mod layer;
+mod model;
+mod preset;
+
+pub use attention::{GraphAttention, GraphAttentionConfig};
+pub use batch::{GraphBatch, NodeInput};
+pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};
+pub use model::{GraphTransformer, GraphTransformerConfig};
+pub use preset::ModelPreset;
+
+pub use megagraph_kernels::GraphAttentionBackend;

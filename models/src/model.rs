@@ -1,0 +1,135 @@
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::{Tensor, backend::Backend};
+use megagraph_kernels::GraphAttentionBackend;
+
+use crate::encoders::{
+    CentralityEncoding, CentralityEncodingConfig, InputEncoder, InputEncoderConfig, SpatialEncoding,
+    SpatialEncodingConfig,
+};
+use crate::{GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig};
+
+/// Configuration of a [`GraphTransformer`]. The defaults are sized for a 2-core CPU; the MegaGraph
+/// paper's model is [`ModelPreset::Paper`](crate::ModelPreset::Paper).
+#[derive(Config, Debug)]
+pub struct GraphTransformerConfig {
+    /// Width of the node features; `None` for graphs without features (learned node embeddings).
+    pub feature_dim: Option<usize>,
+    /// Number of nodes in the graph (sizes the node embeddings of featureless graphs).
+    pub num_nodes: usize,
+    /// Number of output classes.
+    pub num_classes: usize,
+    /// Number of transformer layers. Default: 2.
+    #[config(default = 2)]
+    pub num_layers: usize,
+    /// Number of attention heads. Default: 4.
+    #[config(default = 4)]
+    pub num_heads: usize,
+    /// Model width. Default: 64.
+    #[config(default = 64)]
+    pub hidden: usize,
+    /// Hidden width of the feed-forward networks. Default: 64.
+    #[config(default = 64)]
+    pub ffn_hidden: usize,
+    /// Dropout in the layers. Default: 0.1.
+    #[config(default = 0.1)]
+    pub dropout: f64,
+    /// Dropout on the raw input features. Default: 0.5.
+    #[config(default = 0.5)]
+    pub input_dropout: f64,
+    /// Degree clamp of the centrality encoding. Default: 64.
+    #[config(default = 64)]
+    pub max_degree: usize,
+    /// Largest exact shortest-path distance; farther pairs share one bucket. Default: 4.
+    #[config(default = 4)]
+    pub max_distance: u8,
+    /// Initial decay of the spatial bias per hop (see [`SpatialEncodingConfig::initial_decay`]).
+    /// Default: 0.5.
+    #[config(default = 0.5)]
+    pub spatial_initial_decay: f64,
+    /// Key tile of the attention op. Default: 128.
+    #[config(default = 128)]
+    pub block_size: usize,
+}
+
+/// A Graphormer-style Graph Transformer for node classification.
+#[derive(Module, Debug)]
+pub struct GraphTransformer<B: Backend> {
+    /// Node input encoder.
+    pub input: InputEncoder<B>,
+    /// Degree (centrality) encoding.
+    pub centrality: CentralityEncoding<B>,
+    /// Spatial bias table shared by all layers.
+    pub spatial: SpatialEncoding<B>,
+    /// Transformer layers.
+    pub layers: Vec<GraphTransformerLayer<B>>,
+    /// Final layer norm.
+    pub norm: LayerNorm<B>,
+    /// Node classifier.
+    pub classifier: Linear<B>,
+}
+
+impl GraphTransformerConfig {
+    /// Number of distance buckets of the spatial encoding (`max_distance + 2`).
+    pub fn num_buckets(&self) -> usize {
+        self.max_distance as usize + 2
+    }
+
+    /// Initializes a [`GraphTransformer`] on `device`.
+    ///
+    /// # Panics
+    ///
+    /// If `hidden` is not a multiple of `num_heads`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> GraphTransformer<B> {
+        let layer = GraphTransformerLayerConfig::new(self.hidden, self.num_heads, self.ffn_hidden)
+            .with_dropout(self.dropout)
+            .with_block_size(self.block_size);
+        GraphTransformer {
+            input: InputEncoderConfig::new(self.hidden, self.num_nodes)
+                .with_feature_dim(self.feature_dim)
+                .with_dropout(self.input_dropout)
+                .init(device),
+            centrality: CentralityEncodingConfig::new(self.hidden)
+                .with_max_degree(self.max_degree)
+                .init(device),
+            spatial: SpatialEncodingConfig::new(self.num_buckets(), self.num_heads)
+                .with_initial_decay(self.spatial_initial_decay)
+                .init(device),
+            layers: (0..self.num_layers).map(|_| layer.init(device)).collect(),
+            norm: LayerNormConfig::new(self.hidden).init(device),
+            classifier: LinearConfig::new(self.hidden, self.num_classes).init(device),
+        }
+    }
+}
+
+impl<B: GraphAttentionBackend> GraphTransformer<B> {
+    /// Per-node logits of a batch: [`embed`](Self::embed), every layer, then [`head`](Self::head).
+    ///
+    /// - output: `[batch, seq, num_classes]`
+    pub fn forward(&self, batch: GraphBatch<B>) -> Tensor<B, 3> {
+        let x = self.embed(&batch);
+        let x = self.forward_layers(x, &batch, 0..self.layers.len());
+        self.head(x)
+    }
+
+    /// The embedding stage: input encoding plus centrality encoding, `[batch, seq, hidden]`.
+    pub fn embed(&self, batch: &GraphBatch<B>) -> Tensor<B, 3> {
+        self.input.forward(batch.input.clone())
+            + self
+                .centrality
+                .forward(batch.in_degree.clone(), batch.out_degree.clone())
+    }
+
+    /// Applies the layers in `layers` (a range of layer indices) to `x`, `[batch, seq, hidden]`.
+    pub fn forward_layers(&self, x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>) -> Tensor<B, 3> {
+        self.layers[layers].iter().fold(x, |x, layer| {
+            layer.forward(x, self.spatial.bias(batch.distance.clone()), batch.padding.clone())
+        })
+    }
+
+    /// Final norm and classifier: `[batch, seq, hidden]` → `[batch, seq, num_classes]`.
+    pub fn head(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.classifier.forward(self.norm.forward(x))
+    }
+}

@@ -1,0 +1,45 @@
+use crate::GraphTransformerConfig;
+
+/// Named model sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ModelPreset {
+    /// Sized to train in minutes on a 2-core CPU: 2 layers, 4 heads, hidden = FFN = 64.
+    #[default]
+    Small,
+    /// The MegaGraph paper's model: 16 layers, 8 heads, hidden = FFN = 64.
+    Paper,
+}
+
+impl ModelPreset {
+    /// All presets, with their names.
+    pub const ALL: [(&'static str, ModelPreset); 2] = [("small", ModelPreset::Small), ("paper", ModelPreset::Paper)];
+
+    /// The preset's name (`small`, `paper`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelPreset::Small => "small",
+            ModelPreset::Paper => "paper",
+        }
+    }
+
+    /// Looks a preset up by name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
+    }
+
+    /// Sets the preset's layers, heads and widths on `config`, keeping the data-dependent fields.
+    pub fn apply(self, config: GraphTransformerConfig) -> GraphTransformerConfig {
+        match self {
+            ModelPreset::Small => config
+                .with_num_layers(2)
+                .with_num_heads(4)
+                .with_hidden(64)
+                .with_ffn_hidden(64),
+            ModelPreset::Paper => config
+                .with_num_layers(16)
+                .with_num_heads(8)
+                .with_hidden(64)
+                .with_ffn_hidden(64),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+#![warn(missing_docs)]
+//! # megagraph
+//!
+//! Graph Transformers on graphs too large for one device, on [Burn](https://burn.dev).
+//!
+//! This facade re-exports the workspace crates:
+//!
+//! - [`graph`]: graphs, the OGB-layout loader, synthetic graphs, node sequences, distance indexes;
+//! - [`kernels`]: the exact blockwise biased attention op with LSE;
+//! - [`models`]: Graphormer-style Graph Transformer modules;
+//! - [`parallel`]: the pp×cp×dp device mesh;
+//! - [`planner`]: Profile → Model → Search of parallel plans;
+//! - [`train`]: training, configuration and the `megagraph` command line.
+
+pub use megagraph_graph as graph;
+pub use megagraph_kernels as kernels;
+pub use megagraph_models as models;
+pub use megagraph_parallel as parallel;
+pub use megagraph_planner as planner;
+pub use megagraph_train as train;

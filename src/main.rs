@@ -1,0 +1,12 @@
+//! The `megagraph` command line: `megagraph train`, ... (see `megagraph --help`).
+
+use clap::Parser;
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = megagraph::train::cli::Cli::parse();
+    if let Err(err) = megagraph::train::cli::run(cli) {
+        eprintln!("error: {err}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,87 @@
+//! The `megagraph` binary: training end to end, metrics JSON, and clear errors on bad input.
+
+use std::process::{Command, Output};
+
+fn megagraph(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_megagraph"))
+        .args(args)
+        .env("MEGAGRAPH_CACHE", std::env::temp_dir().join("megagraph-cli-test-cache"))
+        .output()
+        .expect("run megagraph")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+const TINY: &[&str] = &["--layers", "1", "--heads", "2", "--hidden", "16", "--ffn-hidden", "16", "--seq-len", "64"];
+
+#[test]
+fn train_writes_metrics_with_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("metrics.json");
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, "[synthetic]\nnodes = 300\nclasses = 3\nfeature_dim = 16\n").unwrap();
+    let mut args = vec!["train", "--config", config.to_str().unwrap(), "--epochs", "3"];
+    args.extend_from_slice(TINY);
+    args.extend_from_slice(&["--metrics-out", metrics.to_str().unwrap()]);
+    let output = megagraph(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("test accuracy"), "{stdout}");
+
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
+    for field in [
+        "dataset", "nodes", "edges", "params", "epochs_run", "best_epoch", "best_valid_accuracy",
+        "test_accuracy", "train_seconds", "seconds_per_epoch", "peak_rss_bytes", "history",
+    ] {
+        assert!(json.get(field).is_some(), "metrics lack {field}: {json}");
+    }
+    assert_eq!(json["nodes"], 300);
+    let history = json["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3);
+    for key in ["loss", "train_accuracy", "valid_accuracy", "seconds"] {
+        assert!(history[0][key].is_number(), "history lacks {key}");
+    }
+}
+
+#[test]
+fn a_missing_dataset_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = megagraph(&["train", "--dataset", dir.path().to_str().unwrap(), "--no-cache"]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.contains("edge.csv"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_bad_config_file_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[training]\nepochs = 2\nseed = \"zero\"\n").unwrap();
+    let output = megagraph(&["train", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.contains("bad.toml") && err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn an_out_of_range_flag_is_refused_before_training() {
+    let output = megagraph(&["train", "--dropout", "2"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("model.dropout"), "{}", stderr(&output));
+}
+
+#[test]
+fn help_lists_the_subcommands_and_flags() {
+    let output = megagraph(&["--help"]);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("train"));
+    let output = megagraph(&["train", "--help"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    for flag in ["--dataset", "--config", "--seed", "--epochs", "--seq-len", "--layers", "--heads", "--hidden",
+        "--dropout", "--metrics-out", "--checkpoint-dir", "--resume"] {
+        assert!(text.contains(flag), "train --help lacks {flag}");
+    }
+}
