@@ -19,6 +19,8 @@ mod attention;
 mod autodiff;
 mod backend;
 mod bias;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
 mod error;
 mod merge;
 mod reference;

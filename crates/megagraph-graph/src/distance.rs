@@ -72,7 +72,8 @@ impl DistanceWorkspace {
     }
 
     fn position_of(&self, v: u32) -> Option<usize> {
-        (self.member_stamp[v as usize] == self.member_round).then(|| self.position[v as usize] as usize)
+        (self.member_stamp[v as usize] == self.member_round)
+            .then(|| self.position[v as usize] as usize)
     }
 }
 
@@ -219,7 +220,11 @@ impl DistanceIndex {
     /// # Panics
     /// If `i` or `j` is `>= len()`.
     pub fn get(&self, i: usize, j: usize) -> u8 {
-        assert!(j < self.seq_len, "column {j} out of range for length {}", self.seq_len);
+        assert!(
+            j < self.seq_len,
+            "column {j} out of range for length {}",
+            self.seq_len
+        );
         self.data[i * self.seq_len + j]
     }
 }
@@ -300,8 +305,8 @@ pub fn distance_indexes(
 mod tests {
     use super::*;
     use crate::graph::{GraphOptions, SelfLoops};
-    use rand::{Rng, SeedableRng};
     use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use std::collections::VecDeque;
 
@@ -333,7 +338,11 @@ mod tests {
             }
             for &t in nodes {
                 let d = dist[t as usize];
-                out.push(if d > usize::from(max) { max + 1 } else { d as u8 });
+                out.push(if d > usize::from(max) {
+                    max + 1
+                } else {
+                    d as u8
+                });
             }
         }
         out
@@ -365,7 +374,11 @@ mod tests {
                 for scope in [DistanceScope::Graph, DistanceScope::Induced] {
                     let idx = DistanceIndex::new(&g, nodes, max, scope).unwrap();
                     let expected = reference(&g, nodes, max, scope);
-                    assert_eq!(idx.as_bytes(), &expected[..], "trial {trial} max {max} {scope:?}");
+                    assert_eq!(
+                        idx.as_bytes(),
+                        &expected[..],
+                        "trial {trial} max {max} {scope:?}"
+                    );
                     assert_eq!(idx.len(), s);
                     assert_eq!(idx.num_buckets(), usize::from(max) + 2);
                     for i in 0..s {
@@ -410,11 +423,19 @@ mod tests {
         ));
         assert!(matches!(
             DistanceIndex::new(&g, &[0, 3], 2, DistanceScope::Graph),
-            Err(GraphError::NodeOutOfRange { node: 3, position: 1, .. })
+            Err(GraphError::NodeOutOfRange {
+                node: 3,
+                position: 1,
+                ..
+            })
         ));
         assert!(matches!(
             DistanceIndex::new(&g, &[1, 0, 1], 2, DistanceScope::Induced),
-            Err(GraphError::DuplicateNode { node: 1, first: 0, second: 2 })
+            Err(GraphError::DuplicateNode {
+                node: 1,
+                first: 0,
+                second: 2
+            })
         ));
         assert!(matches!(
             distance_indexes(&g, &[vec![0]], 255, DistanceScope::Graph),
@@ -432,7 +453,10 @@ mod tests {
         let many = distance_indexes(&g, &seqs, 3, DistanceScope::Graph).unwrap();
         assert_eq!(many.len(), seqs.len());
         for (idx, seq) in many.iter().zip(&seqs) {
-            assert_eq!(idx, &DistanceIndex::new(&g, seq, 3, DistanceScope::Graph).unwrap());
+            assert_eq!(
+                idx,
+                &DistanceIndex::new(&g, seq, 3, DistanceScope::Graph).unwrap()
+            );
         }
     }
 }

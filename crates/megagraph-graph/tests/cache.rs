@@ -38,7 +38,12 @@ fn init_log() {
 fn warnings_about(needle: &str) -> Vec<String> {
     RECORDS
         .lock()
-        .map(|r| r.iter().filter(|m| m.starts_with("WARN") && m.contains(needle)).cloned().collect())
+        .map(|r| {
+            r.iter()
+                .filter(|m| m.starts_with("WARN") && m.contains(needle))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -81,7 +86,10 @@ fn roundtrip_uses_the_cache() {
     let file = cache_file(cache.path());
     let again = load(data.path(), cache.path());
     assert_eq!(fresh, again);
-    assert_eq!(again, load_ogb(data.path(), &LoadOptions::default()).unwrap());
+    assert_eq!(
+        again,
+        load_ogb(data.path(), &LoadOptions::default()).unwrap()
+    );
 
     // Same size and mtime, different content: the cache (old content) must be served.
     let edges = data.path().join("raw/edge.csv");
@@ -108,12 +116,17 @@ fn changed_sources_rebuild_the_cache() {
     write(data.path(), "raw/edge.csv", b"0,2\n1,3\n2,4\n3,0\n", true);
     assert_eq!(fs::metadata(&edges).unwrap().len(), old_len);
     let f = fs::File::options().write(true).open(&edges).unwrap();
-    f.set_modified(SystemTime::now() + Duration::from_secs(5)).unwrap();
+    f.set_modified(SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
     drop(f);
     let rebuilt = load(data.path(), cache.path());
     assert_ne!(rebuilt.graph, fresh.graph);
     assert_eq!(rebuilt.graph.neighbors(0), &[2, 3]);
-    assert!(warnings_about(&name).iter().any(|w| w.contains("stale")), "{:?}", warnings_about(&name));
+    assert!(
+        warnings_about(&name).iter().any(|w| w.contains("stale")),
+        "{:?}",
+        warnings_about(&name)
+    );
     // And the rewritten cache now serves the new content.
     assert_eq!(load(data.path(), cache.path()), rebuilt);
 
@@ -139,7 +152,12 @@ fn corrupt_caches_are_rebuilt_with_the_same_result() {
     let name = file.display().to_string();
 
     let mut damaged: Vec<(&str, Vec<u8>)> = Vec::new();
-    for at in [good.len() / 3, good.len() / 2, good.len() - 20, good.len() - 3] {
+    for at in [
+        good.len() / 3,
+        good.len() / 2,
+        good.len() - 20,
+        good.len() - 3,
+    ] {
         let mut b = good.clone();
         b[at] ^= 0x40;
         damaged.push(("flipped byte", b));
@@ -160,8 +178,15 @@ fn corrupt_caches_are_rebuilt_with_the_same_result() {
         assert_eq!(loaded, fresh, "{what}");
         let warnings = warnings_about(&name);
         assert!(warnings.len() > before, "{what}: no warning");
-        assert!(warnings.last().unwrap().contains("corrupt"), "{what}: {warnings:?}");
-        assert_eq!(fs::read(&file).unwrap(), good, "{what}: cache not rewritten");
+        assert!(
+            warnings.last().unwrap().contains("corrupt"),
+            "{what}: {warnings:?}"
+        );
+        assert_eq!(
+            fs::read(&file).unwrap(),
+            good,
+            "{what}: cache not rewritten"
+        );
     }
 }
 
@@ -179,7 +204,11 @@ fn never_writes_into_the_dataset_folder() {
     assert_eq!(list_files(cache.path()).len(), 1);
 
     // A cache folder inside the dataset folder is refused, with a warning.
-    for inside in [data.path().join("cache"), data.path().join("raw/../.cache"), data.path().to_path_buf()] {
+    for inside in [
+        data.path().join("cache"),
+        data.path().join("raw/../.cache"),
+        data.path().to_path_buf(),
+    ] {
         let ds = load_ogb(data.path(), &options(&inside)).unwrap();
         assert_eq!(ds.graph.num_nodes(), 5);
         assert_eq!(list_files(data.path()), before, "{}", inside.display());

@@ -32,7 +32,9 @@ fn file_of(err: &LoadError) -> String {
         | LoadError::TooManyNodes { path, .. }
         | LoadError::Graph { path, .. } => path,
     };
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -65,7 +67,12 @@ fn gzip_and_plain_fixtures_load_identically() {
 fn split_scheme_graph_options_crlf_and_no_meta() {
     let dir = fixture(false);
     std::fs::remove_file(dir.path().join("meta.json")).unwrap();
-    write(dir.path(), "raw/edge.csv", b"0,1\r\n1,2\r\n2,3\r\n3,4\r\n3,3\r\n", false);
+    write(
+        dir.path(),
+        "raw/edge.csv",
+        b"0,1\r\n1,2\r\n2,3\r\n3,4\r\n3,3\r\n",
+        false,
+    );
     write(dir.path(), "raw/num-edge-list.csv", b"5", false);
     write(dir.path(), "raw/node-feat.csv", b"", false);
     std::fs::remove_file(dir.path().join("raw/node-feat.csv")).unwrap();
@@ -78,7 +85,12 @@ fn split_scheme_graph_options_crlf_and_no_meta() {
         cache_dir: None,
     };
     let ds = load_ogb(dir.path(), &options).unwrap();
-    let folder = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+    let folder = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     assert_eq!(ds.name, folder);
     assert!(ds.features.is_none());
     assert_eq!(ds.feature_dim(), 0);
@@ -90,11 +102,18 @@ fn split_scheme_graph_options_crlf_and_no_meta() {
 
 #[test]
 fn missing_files() {
-    for (rel, gz) in [("raw/edge.csv", true), ("raw/node-label.csv", false), ("split/s1/test.csv", true)] {
+    for (rel, gz) in [
+        ("raw/edge.csv", true),
+        ("raw/node-label.csv", false),
+        ("split/s1/test.csv", true),
+    ] {
         let dir = fixture(gz);
         std::fs::remove_file(path_of(dir.path(), rel, gz)).unwrap();
         let err = load(dir.path()).unwrap_err();
-        let want = format!("{}.gz", Path::new(rel).file_name().unwrap().to_string_lossy());
+        let want = format!(
+            "{}.gz",
+            Path::new(rel).file_name().unwrap().to_string_lossy()
+        );
         assert!(matches!(err, LoadError::MissingFile { .. }), "{err}");
         assert_eq!(file_of(&err), want);
     }
@@ -106,17 +125,43 @@ fn missing_files() {
 fn ragged_feature_row() {
     for gz in [true, false] {
         let dir = fixture(gz);
-        write(dir.path(), "raw/node-feat.csv", b"1,2,3\n4,5,6\n7,8\n1,1,1\n2,2,2\n", gz);
+        write(
+            dir.path(),
+            "raw/node-feat.csv",
+            b"1,2,3\n4,5,6\n7,8\n1,1,1\n2,2,2\n",
+            gz,
+        );
         let err = load(dir.path()).unwrap_err();
         assert!(
-            matches!(err, LoadError::FieldCount { line: 3, expected: 3, found: 2, .. }),
+            matches!(
+                err,
+                LoadError::FieldCount {
+                    line: 3,
+                    expected: 3,
+                    found: 2,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert!(file_of(&err).starts_with("node-feat.csv"));
-        write(dir.path(), "raw/node-feat.csv", b"1,2,3\n4,5,6\n7,8,9\n1,1,1,1\n2,2,2\n", gz);
+        write(
+            dir.path(),
+            "raw/node-feat.csv",
+            b"1,2,3\n4,5,6\n7,8,9\n1,1,1,1\n2,2,2\n",
+            gz,
+        );
         let err = load(dir.path()).unwrap_err();
         assert!(
-            matches!(err, LoadError::FieldCount { line: 4, expected: 3, found: 4, .. }),
+            matches!(
+                err,
+                LoadError::FieldCount {
+                    line: 4,
+                    expected: 3,
+                    found: 4,
+                    ..
+                }
+            ),
             "{err}"
         );
     }
@@ -127,7 +172,12 @@ fn non_numeric_fields() {
     let cases: &[(&str, &[u8], u64, usize)] = &[
         ("raw/edge.csv", b"0,1\n1,x\n2,3\n3,4\n", 2, 2),
         ("raw/edge.csv", b"0,1\n1,2\n-2,3\n3,4\n", 3, 1),
-        ("raw/node-feat.csv", b"1,2,3\n4,5,6\n7,abc,9\n1,1,1\n2,2,2\n", 3, 2),
+        (
+            "raw/node-feat.csv",
+            b"1,2,3\n4,5,6\n7,abc,9\n1,1,1\n2,2,2\n",
+            3,
+            2,
+        ),
         ("raw/node-label.csv", b"0\n1\ntwo\n-1\n1\n", 3, 1),
         ("raw/num-node-list.csv", b"five\n", 1, 1),
         ("split/s1/valid.csv", b"2.5\n", 1, 1),
@@ -137,12 +187,20 @@ fn non_numeric_fields() {
         write(dir.path(), rel, content, true);
         let err = load(dir.path()).unwrap_err();
         match &err {
-            LoadError::Parse { line: l, field: f, .. } => {
+            LoadError::Parse {
+                line: l, field: f, ..
+            } => {
                 assert_eq!((*l, *f), (line, field), "{rel}: {err}")
             }
             other => panic!("{rel}: expected Parse, got {other}"),
         }
-        assert_eq!(file_of(&err), format!("{}.gz", Path::new(rel).file_name().unwrap().to_string_lossy()));
+        assert_eq!(
+            file_of(&err),
+            format!(
+                "{}.gz",
+                Path::new(rel).file_name().unwrap().to_string_lossy()
+            )
+        );
     }
 }
 
@@ -152,7 +210,16 @@ fn edge_node_out_of_range() {
     write(dir.path(), "raw/edge.csv", b"0,1\n1,2\n2,3\n3,5\n", true);
     let err = load(dir.path()).unwrap_err();
     assert!(
-        matches!(err, LoadError::NodeOutOfRange { line: 4, field: 2, node: 5, num_nodes: 5, .. }),
+        matches!(
+            err,
+            LoadError::NodeOutOfRange {
+                line: 4,
+                field: 2,
+                node: 5,
+                num_nodes: 5,
+                ..
+            }
+        ),
         "{err}"
     );
     assert_eq!(file_of(&err), "edge.csv.gz");
@@ -163,7 +230,18 @@ fn edge_rows_with_wrong_field_count() {
     let dir = fixture(false);
     write(dir.path(), "raw/edge.csv", b"0,1\n1,2,7\n2,3\n3,4\n", false);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::FieldCount { line: 2, expected: 2, found: 3, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LoadError::FieldCount {
+                line: 2,
+                expected: 2,
+                found: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(file_of(&err), "edge.csv");
 }
 
@@ -172,7 +250,17 @@ fn edge_row_count_differs_from_num_edge_list() {
     let dir = fixture(true);
     write(dir.path(), "raw/num-edge-list.csv", b"7\n", true);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::CountMismatch { expected: 7, found: 4, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LoadError::CountMismatch {
+                expected: 7,
+                found: 4,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(file_of(&err), "edge.csv.gz");
 }
 
@@ -195,7 +283,17 @@ fn feature_row_count_differs_from_node_count() {
     let dir = fixture(true);
     write(dir.path(), "raw/node-feat.csv", b"1,2,3\n4,5,6\n", true);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::CountMismatch { expected: 5, found: 2, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LoadError::CountMismatch {
+                expected: 5,
+                found: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(file_of(&err), "node-feat.csv.gz");
 }
 
@@ -204,7 +302,17 @@ fn negative_labels_other_than_minus_one() {
     let dir = fixture(true);
     write(dir.path(), "raw/node-label.csv", b"0\n1\n-1\n-2\n1\n", true);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::InvalidLabel { line: 4, label: -2, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LoadError::InvalidLabel {
+                line: 4,
+                label: -2,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(file_of(&err), "node-label.csv.gz");
 }
 
@@ -214,7 +322,15 @@ fn split_id_out_of_range() {
     write(dir.path(), "split/s1/test.csv", b"3\n7\n", true);
     let err = load(dir.path()).unwrap_err();
     assert!(
-        matches!(err, LoadError::NodeOutOfRange { line: 2, field: 1, node: 7, .. }),
+        matches!(
+            err,
+            LoadError::NodeOutOfRange {
+                line: 2,
+                field: 1,
+                node: 7,
+                ..
+            }
+        ),
         "{err}"
     );
     assert_eq!(file_of(&err), "test.csv.gz");
@@ -233,7 +349,12 @@ fn empty_split() {
 
 #[test]
 fn non_finite_features() {
-    for (bad, line, field) in [("nan", 2, 3), ("inf", 5, 1), ("-infinity", 1, 2), ("1e39", 3, 1)] {
+    for (bad, line, field) in [
+        ("nan", 2, 3),
+        ("inf", 5, 1),
+        ("-infinity", 1, 2),
+        ("1e39", 3, 1),
+    ] {
         let mut rows = vec!["1,2,3".to_string(); 5];
         let mut cells: Vec<String> = rows[line - 1].split(',').map(String::from).collect();
         cells[field - 1] = bad.to_string();
@@ -243,7 +364,12 @@ fn non_finite_features() {
         write(dir.path(), "raw/node-feat.csv", text.as_bytes(), true);
         let err = load(dir.path()).unwrap_err();
         match &err {
-            LoadError::NonFinite { line: l, field: f, value, .. } => {
+            LoadError::NonFinite {
+                line: l,
+                field: f,
+                value,
+                ..
+            } => {
                 assert_eq!((*l, *f, value.as_str()), (line as u64, field, bad), "{err}")
             }
             other => panic!("{bad}: expected NonFinite, got {other}"),
@@ -261,7 +387,11 @@ fn unknown_split_scheme_lists_the_available_ones() {
     };
     let err = load_ogb(dir.path(), &options).unwrap_err();
     match &err {
-        LoadError::UnknownSplitScheme { requested, available, .. } => {
+        LoadError::UnknownSplitScheme {
+            requested,
+            available,
+            ..
+        } => {
             assert_eq!(requested, "nope");
             assert_eq!(available, &["s1".to_string(), "s2".to_string()]);
         }
@@ -289,7 +419,12 @@ fn bad_gzip() {
     assert!(matches!(err, LoadError::Gzip { .. }), "{err}");
     assert_eq!(file_of(&err), "edge.csv.gz");
     // A truncated stream.
-    write(dir.path(), "raw/node-feat.csv", "1.5,2.5,3.5\n".repeat(5).as_bytes(), true);
+    write(
+        dir.path(),
+        "raw/node-feat.csv",
+        "1.5,2.5,3.5\n".repeat(5).as_bytes(),
+        true,
+    );
     let path = dir.path().join("raw/node-feat.csv.gz");
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -314,7 +449,12 @@ fn blank_lines_only_at_the_end() {
     let err = load(dir.path()).unwrap_err();
     assert!(matches!(err, LoadError::EmptyLine { line: 3, .. }), "{err}");
     assert_eq!(file_of(&err), "edge.csv.gz");
-    write(dir.path(), "raw/edge.csv", b"0,1\n1,2\n2,3\n3,4\n\n\n", true);
+    write(
+        dir.path(),
+        "raw/edge.csv",
+        b"0,1\n1,2\n2,3\n3,4\n\n\n",
+        true,
+    );
     assert_eq!(load(dir.path()).unwrap().graph.num_edges(), 8);
 }
 
@@ -329,10 +469,23 @@ fn malformed_meta_and_node_count() {
     let dir = fixture(true);
     write(dir.path(), "raw/num-node-list.csv", b"5\n6\n", true);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::CountMismatch { expected: 1, found: 2, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LoadError::CountMismatch {
+                expected: 1,
+                found: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
     write(dir.path(), "raw/num-node-list.csv", b"5000000000\n", true);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::TooManyNodes { line: 1, .. }), "{err}");
+    assert!(
+        matches!(err, LoadError::TooManyNodes { line: 1, .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -347,18 +500,42 @@ fn errors_in_large_files_name_the_exact_line() {
     let text = edges
         .lines()
         .enumerate()
-        .map(|(i, l)| if i as u64 + 1 == bad_line { "12,oops".to_string() } else { l.to_string() })
+        .map(|(i, l)| {
+            if i as u64 + 1 == bad_line {
+                "12,oops".to_string()
+            } else {
+                l.to_string()
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n");
     let dir = fixture(true);
-    write(dir.path(), "raw/num-node-list.csv", format!("{n}\n").as_bytes(), true);
-    write(dir.path(), "raw/num-edge-list.csv", format!("{}\n", n - 1).as_bytes(), true);
+    write(
+        dir.path(),
+        "raw/num-node-list.csv",
+        format!("{n}\n").as_bytes(),
+        true,
+    );
+    write(
+        dir.path(),
+        "raw/num-edge-list.csv",
+        format!("{}\n", n - 1).as_bytes(),
+        true,
+    );
     std::fs::remove_file(dir.path().join("raw/node-feat.csv.gz")).unwrap();
-    write(dir.path(), "raw/node-label.csv", "1\n".repeat(n as usize).as_bytes(), true);
+    write(
+        dir.path(),
+        "raw/node-label.csv",
+        "1\n".repeat(n as usize).as_bytes(),
+        true,
+    );
     write(dir.path(), "raw/edge.csv", edges.as_bytes(), true);
     let ds = load(dir.path()).unwrap();
     assert_eq!(ds.graph.num_edges(), 2 * (n as usize - 1));
     write(dir.path(), "raw/edge.csv", text.as_bytes(), true);
     let err = load(dir.path()).unwrap_err();
-    assert!(matches!(err, LoadError::Parse { line, field: 2, .. } if line == bad_line), "{err}");
+    assert!(
+        matches!(err, LoadError::Parse { line, field: 2, .. } if line == bad_line),
+        "{err}"
+    );
 }

@@ -3,16 +3,27 @@
 
 use std::path::{Path, PathBuf};
 
-use megagraph_graph::{DistanceScope, LoadOptions, SequenceStrategy, distance_indexes, load_ogb, node_sequences};
+use megagraph_graph::{
+    DistanceScope, LoadOptions, SequenceStrategy, distance_indexes, load_ogb, node_sequences,
+};
 use serde_json::Value;
 
-const DATASETS: &[&str] = &["cora", "citeseer", "amazon-photo", "actor", "email-eu-core", "polblogs"];
+const DATASETS: &[&str] = &[
+    "cora",
+    "citeseer",
+    "amazon-photo",
+    "actor",
+    "email-eu-core",
+    "polblogs",
+];
 
 fn data_dir() -> Option<PathBuf> {
     match std::env::var_os("MEGAGRAPH_DATA") {
         Some(d) => Some(PathBuf::from(d)),
         None => {
-            eprintln!("skipped: MEGAGRAPH_DATA is not set (point it at the shared datasets folder)");
+            eprintln!(
+                "skipped: MEGAGRAPH_DATA is not set (point it at the shared datasets folder)"
+            );
             None
         }
     }
@@ -36,23 +47,58 @@ fn shared_datasets_match_their_meta() {
         let ds = load_ogb(&dir, &LoadOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let g = &ds.graph;
         assert_eq!(ds.name, *name);
-        assert_eq!(Some(g.num_nodes() as u64), count(&m, "num_nodes"), "{name} nodes");
-        assert_eq!(Some(g.num_input_edges()), count(&m, "num_edge_rows"), "{name} edge rows");
-        assert_eq!(Some(ds.num_classes as u64), count(&m, "num_classes"), "{name} classes");
-        assert_eq!(Some(ds.num_labeled() as u64), count(&m, "num_labeled"), "{name} labelled");
+        assert_eq!(
+            Some(g.num_nodes() as u64),
+            count(&m, "num_nodes"),
+            "{name} nodes"
+        );
+        assert_eq!(
+            Some(g.num_input_edges()),
+            count(&m, "num_edge_rows"),
+            "{name} edge rows"
+        );
+        assert_eq!(
+            Some(ds.num_classes as u64),
+            count(&m, "num_classes"),
+            "{name} classes"
+        );
+        assert_eq!(
+            Some(ds.num_labeled() as u64),
+            count(&m, "num_labeled"),
+            "{name} labelled"
+        );
         assert_eq!(ds.labels.len(), g.num_nodes());
         match count(&m, "num_features") {
             Some(dim) => {
-                let f = ds.features.as_ref().unwrap_or_else(|| panic!("{name}: no features"));
-                assert_eq!((f.num_nodes, f.dim as u64), (g.num_nodes(), dim), "{name} features");
+                let f = ds
+                    .features
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{name}: no features"));
+                assert_eq!(
+                    (f.num_nodes, f.dim as u64),
+                    (g.num_nodes(), dim),
+                    "{name} features"
+                );
                 assert_eq!(f.values.len(), f.num_nodes * f.dim);
             }
             None => assert!(ds.features.is_none(), "{name}: unexpected features"),
         }
         let sizes = &m["split_sizes"];
-        assert_eq!(Some(ds.split.train.len() as u64), count(sizes, "train"), "{name} train");
-        assert_eq!(Some(ds.split.valid.len() as u64), count(sizes, "valid"), "{name} valid");
-        assert_eq!(Some(ds.split.test.len() as u64), count(sizes, "test"), "{name} test");
+        assert_eq!(
+            Some(ds.split.train.len() as u64),
+            count(sizes, "train"),
+            "{name} train"
+        );
+        assert_eq!(
+            Some(ds.split.valid.len() as u64),
+            count(sizes, "valid"),
+            "{name} valid"
+        );
+        assert_eq!(
+            Some(ds.split.test.len() as u64),
+            count(sizes, "test"),
+            "{name} test"
+        );
         // Symmetrized by default: every arc has its reverse, no self loops.
         assert!(g.is_symmetric());
         for (u, v) in g.arcs() {
@@ -60,7 +106,11 @@ fn shared_datasets_match_their_meta() {
         }
         // Graphs shipped symmetrized keep their arc count.
         if m.get("symmetrized").and_then(Value::as_bool) == Some(true) {
-            assert_eq!(Some(g.num_edges() as u64), count(&m, "num_edge_rows"), "{name} arcs");
+            assert_eq!(
+                Some(g.num_edges() as u64),
+                count(&m, "num_edge_rows"),
+                "{name} arcs"
+            );
         }
         eprintln!(
             "{name}: {} nodes, {} rows -> {} arcs, {} features, {} classes",

@@ -1,4 +1,48 @@
-//! placeholder
+//! Hybrid parallel training of megagraph's Graph Transformer on a `pp x cp x dp` mesh.
+//!
+//! The front door is [`ParallelTrainer`]: give it a [`ParallelConfig`], an initialized
+//! [`GraphTransformer`](megagraph_models::GraphTransformer), a [`BatchSource`] and
+//! [`TrainerOptions`]; call [`step`](ParallelTrainer::step) per optimizer step and
+//! [`model`](ParallelTrainer::model) to get the parameters back. Each rank is a worker thread
+//! with its own Burn device; the strategies live in one file each:
+//!
+//! - [`data`](crate::shard_sequences): the sequences of a step are sharded over `dp` replicas
+//!   and `micro_batches` micro-batches; gradients are summed over each stage's `dp x cp` ranks
+//!   with burn-collective, after a loss normalized by the step's GLOBAL number of training
+//!   nodes, so every replica applies the single-device update;
+//! - [context](ring_attention): each sequence is split into `cp` blocks and attention runs as
+//!   an exact ring over them with a custom autodiff node ([`ContextParallelBackend`]); the
+//!   distance index and the bias table never travel;
+//! - [pipeline](one_forward_one_backward): `pp` stages of any layer split (`stage_layers`),
+//!   scheduled 1F1B; activations and their gradients travel between stages, with the spatial
+//!   table's value (buckets x heads floats of parameter data, not the bias matrix) going
+//!   forward and its gradient coming back to stage 0.
+//!
+//! With dropout 0, a step gives the single-device loss and parameters up to float rounding,
+//! whatever the mesh. A worker that fails stops the whole mesh; the trainer returns the error
+//! naming the rank.
+
+#![warn(missing_docs)]
 
 pub mod config;
+mod context;
+mod data;
+mod error;
+mod gradients;
+mod memory;
+mod mesh;
+mod pipeline;
+mod stage;
+mod trainer;
+mod worker;
+
 pub use config::{ParallelConfig, ParallelConfigError};
+pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
+pub use data::{BatchSource, TrainBatch, padded_len, shard_sequences};
+pub use error::ParallelError;
+pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
+pub use mesh::{MeshShape, RankCoord};
+pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
+pub use stage::StageModule;
+pub use trainer::{InjectedFault, ParallelTrainer, StepOutput, TrainerOptions};
+pub use worker::RankReport;

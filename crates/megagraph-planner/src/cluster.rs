@@ -228,7 +228,11 @@ struct Source<'a> {
 impl Source<'_> {
     /// 1-based line and column of byte `offset`.
     fn position(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
+        let mut end = offset.min(self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = &self.text[..end];
         let line = before.matches('\n').count() + 1;
         let column = before
             .rsplit('\n')
@@ -536,6 +540,18 @@ latency_seconds = 1e-5
             }
             other => panic!("expected Syntax, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.toml");
+        std::fs::write(&path, GOOD.replace("efficiency", "x").replace("nodes = 2", "nodes = 2.5")).unwrap();
+        let error = ClusterSpec::from_toml_file(&path).unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with(&format!("{}:4:", path.display())), "{text}");
+        let missing = dir.path().join("absent.toml");
+        assert!(matches!(ClusterSpec::from_toml_file(&missing), Err(ClusterError::Io { path, .. }) if path == missing));
     }
 
     #[test]

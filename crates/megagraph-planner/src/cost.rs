@@ -108,8 +108,8 @@ impl CostModel {
         let fitted = &self.fitted;
         let e = self.workload.dtype_bytes as f64;
         let d = self.shape.hidden as f64;
-        let block = (self.workload.seq_len / mesh.cp) as f64;
-        let q = (self.workload.sequences_per_step / (mesh.dp * mesh.micro_batches)) as f64;
+        let block = (self.workload.seq_len / mesh.cp.max(1)) as f64;
+        let q = (self.workload.sequences_per_step / (mesh.dp * mesh.micro_batches).max(1)) as f64;
         let rows = q * block;
         let context_link = mesh.context_link(&self.cluster);
         let pipeline_link = mesh.pipeline_link(&self.cluster);

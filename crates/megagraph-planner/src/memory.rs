@@ -112,8 +112,8 @@ impl MemoryModel {
     ) -> Self {
         let e = workload.dtype_bytes as f64;
         let d = shape.hidden as f64;
-        let block = (workload.seq_len / mesh.cp) as f64;
-        let sequences = (workload.sequences_per_step / (mesh.dp * mesh.micro_batches)) as f64;
+        let block = (workload.seq_len / mesh.cp.max(1)) as f64;
+        let sequences = (workload.sequences_per_step / (mesh.dp * mesh.micro_batches).max(1)) as f64;
         let rows = sequences * block;
         let attention_saved = sequences * fitted.attention.saved_bytes(block);
         let attention_workspace = sequences * fitted.attention.workspace_bytes(block);

@@ -222,7 +222,7 @@ impl fmt::Display for RejectReason {
                 let (term, bytes) = breakdown.largest();
                 write!(
                     f,
-                    "out of memory on stage {stage} by {}: needs {} of {} (largest: {term} {}, {} micro-batches in flight)",
+                    "out of memory on stage {stage} by {}: needs {} of {} (largest: {term} {}; in flight: {} micro-batch(es))",
                     format_bytes(needed_bytes.saturating_sub(*limit_bytes)),
                     format_bytes(*needed_bytes),
                     format_bytes(*limit_bytes),

@@ -65,6 +65,9 @@ pub struct DataConfig {
     pub cache_dir: Option<PathBuf>,
     /// Do not read or write the binary cache. Default: false.
     pub no_cache: bool,
+    /// Probability that a node pair of a training batch is moved to the "farther" distance
+    /// bucket (structure dropout on the spatial bias). Default: 0.0.
+    pub structure_dropout: f64,
 }
 
 impl Default for DataConfig {
@@ -79,6 +82,7 @@ impl Default for DataConfig {
             distance_scope: DistanceKind::Graph,
             cache_dir: None,
             no_cache: false,
+            structure_dropout: 0.0,
         }
     }
 }
@@ -285,6 +289,9 @@ impl TrainConfig {
         }
         if !probability(self.model.dropout) {
             return invalid("model.dropout", "must be in [0, 1)");
+        }
+        if !probability(self.data.structure_dropout) {
+            return invalid("data.structure_dropout", "must be in [0, 1)");
         }
         if !probability(self.model.input_dropout) {
             return invalid("model.input_dropout", "must be in [0, 1)");

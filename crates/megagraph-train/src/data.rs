@@ -3,6 +3,8 @@ use megagraph_graph::distance::{DistanceIndex, DistanceScope, distance_indexes};
 use megagraph_graph::sequence::{SequenceStrategy, node_sequences};
 use megagraph_graph::Dataset;
 use megagraph_kernels::DistanceBias;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use megagraph_models::{GraphBatch, NodeInput};
 
 use crate::error::Result;
@@ -105,6 +107,18 @@ impl SequenceDataset {
     ///
     /// If an index is out of range.
     pub fn batch<B: Backend>(&self, indices: &[usize], device: &B::Device) -> NodeBatch<B> {
+        self.batch_with_structure_dropout(indices, device, None)
+    }
+
+    /// Like [`batch`](Self::batch), but each off-diagonal pair of a sequence is, with probability
+    /// `p`, moved to the "farther" distance bucket (structure dropout: a DropEdge-style regularizer
+    /// on the spatial bias that costs no memory). `dropout = Some((p, seed))`; `None` = none.
+    pub fn batch_with_structure_dropout<B: Backend>(
+        &self,
+        indices: &[usize],
+        device: &B::Device,
+        dropout: Option<(f64, u64)>,
+    ) -> NodeBatch<B> {
         let (batch, seq) = (indices.len(), self.seq_len);
         let graph = &self.dataset.graph;
         let far = (self.num_buckets - 1) as u8;
@@ -118,6 +132,15 @@ impl SequenceDataset {
                 nodes[b * seq + i] = Some(node);
                 let row = (b * seq + i) * seq;
                 distance[row..row + len].copy_from_slice(&bytes[i * len..(i + 1) * len]);
+            }
+        }
+        if let Some((p, seed)) = dropout.filter(|(p, _)| *p > 0.0) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            for (pair, bucket) in distance.iter_mut().enumerate() {
+                let (i, j) = ((pair / seq) % seq, pair % seq);
+                if i != j && rng.random::<f64>() < p {
+                    *bucket = far;
+                }
             }
         }
         let per_node = |f: &dyn Fn(u32) -> i64| -> Vec<i64> { nodes.iter().map(|n| n.map_or(0, f)).collect() };

@@ -49,6 +49,9 @@ pub enum TrainError {
         /// Epochs completed.
         epoch: usize,
     },
+    /// Planning failed (bad cluster file, nothing fits, ...).
+    #[error(transparent)]
+    Plan(#[from] megagraph_planner::PlanError),
     /// An output file (metrics, plots) could not be written.
     #[error("cannot write {path}: {source}")]
     Output {

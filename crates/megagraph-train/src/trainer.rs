@@ -161,7 +161,12 @@ impl<'a> NodeClassificationTrainer<'a> {
 
             let (mut loss_sum, mut loss_steps, mut lr) = (0.0, 0, schedule.at(state.step));
             for indices in order.chunks(batch_size) {
-                let batch: NodeBatch<B> = self.data.batch(indices, device);
+                let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
+                let batch: NodeBatch<B> = self.data.batch_with_structure_dropout(
+                    indices,
+                    device,
+                    Some((config.data.structure_dropout, dropout_seed)),
+                );
                 let train_nodes = batch
                     .nodes
                     .iter()

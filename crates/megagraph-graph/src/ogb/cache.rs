@@ -96,7 +96,9 @@ pub(crate) fn checksum64(bytes: &[u8]) -> u64 {
         for (lane, a) in acc.iter_mut().enumerate() {
             let mut w = [0u8; 8];
             w.copy_from_slice(&chunk[lane * 8..lane * 8 + 8]);
-            *a = (*a ^ u64::from_le_bytes(w)).wrapping_mul(P1).rotate_left(31);
+            *a = (*a ^ u64::from_le_bytes(w))
+                .wrapping_mul(P1)
+                .rotate_left(31);
         }
     }
     let mut tail = 0xcbf2_9ce4_8422_2325u64;
@@ -123,7 +125,10 @@ fn key_hash(key: &CacheKey) -> u64 {
     };
     eat(key.dir.as_bytes());
     eat(key.scheme.as_bytes());
-    eat(&[u8::from(key.options.symmetrize), self_loops_code(key.options.self_loops)]);
+    eat(&[
+        u8::from(key.options.symmetrize),
+        self_loops_code(key.options.self_loops),
+    ]);
     h
 }
 
@@ -135,7 +140,13 @@ pub(crate) fn cache_path(cache_dir: &Path, key: &CacheKey) -> PathBuf {
         .unwrap_or_else(|| "dataset".into());
     let clean = |s: &str| -> String {
         s.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(48)
             .collect()
     };
@@ -312,7 +323,9 @@ impl<'a> Reader<'a> {
     }
     fn len(&mut self, elem: usize) -> Result<usize, String> {
         let n = usize::try_from(self.u64()?).map_err(|_| TRUNCATED.to_string())?;
-        if n.checked_mul(elem).is_none_or(|b| b > self.bytes.len() - self.pos) {
+        if n.checked_mul(elem)
+            .is_none_or(|b| b > self.bytes.len() - self.pos)
+        {
             return Err(TRUNCATED.into());
         }
         Ok(n)
@@ -361,7 +374,10 @@ fn decode(bytes: &[u8], key: &CacheKey, sources: &[SourceStamp]) -> Result<Datas
     if checksum64(body) != u64::from_le_bytes(c) {
         return Err(corrupt("checksum mismatch".into()));
     }
-    let mut r = Reader { bytes: body, pos: 12 };
+    let mut r = Reader {
+        bytes: body,
+        pos: 12,
+    };
     let header = (|| -> Result<(CacheKey, Vec<SourceStamp>), String> {
         let dir = r.str()?;
         let scheme = r.str()?;
@@ -401,7 +417,13 @@ fn decode(bytes: &[u8], key: &CacheKey, sources: &[SourceStamp]) -> Result<Datas
             .iter()
             .find(|s| !header.1.contains(s))
             .map(|s| s.path.clone())
-            .or_else(|| header.1.iter().find(|s| !sources.contains(s)).map(|s| s.path.clone()))
+            .or_else(|| {
+                header
+                    .1
+                    .iter()
+                    .find(|s| !sources.contains(s))
+                    .map(|s| s.path.clone())
+            })
             .unwrap_or_default();
         return Err(CacheMiss::Stale(format!("source changed: {changed}")));
     }
@@ -423,7 +445,14 @@ fn decode_payload(r: &mut Reader<'_>) -> Result<Dataset, String> {
     let targets = r.u32s(e)?;
     let in_degrees = r.u32s(n)?;
     let out_degrees = r.u32s(n)?;
-    let graph = Graph::from_parts(offsets, targets, in_degrees, out_degrees, symmetric, self_loops)?;
+    let graph = Graph::from_parts(
+        offsets,
+        targets,
+        in_degrees,
+        out_degrees,
+        symmetric,
+        self_loops,
+    )?;
     let features = match r.u8()? {
         0 => None,
         1 => {
@@ -433,11 +462,7 @@ fn decode_payload(r: &mut Reader<'_>) -> Result<Dataset, String> {
             if rows != n {
                 return Err("feature rows differ from node count".into());
             }
-            let values: Vec<f32> = r
-                .u32s(count)?
-                .into_iter()
-                .map(f32::from_bits)
-                .collect();
+            let values: Vec<f32> = r.u32s(count)?.into_iter().map(f32::from_bits).collect();
             Some(NodeFeatures {
                 num_nodes: rows,
                 dim,
@@ -515,6 +540,10 @@ mod tests {
         let dir = Path::new("/tmp");
         assert_ne!(cache_path(dir, &a), cache_path(dir, &b));
         assert_ne!(cache_path(dir, &a), cache_path(dir, &c));
-        assert!(cache_path(dir, &a).to_string_lossy().contains("ogb-cora-public-"));
+        assert!(
+            cache_path(dir, &a)
+                .to_string_lossy()
+                .contains("ogb-cora-public-")
+        );
     }
 }

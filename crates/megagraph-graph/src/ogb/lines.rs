@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 use flate2::read::MultiGzDecoder;
 use rayon::prelude::*;
@@ -69,7 +70,7 @@ impl SourceFile {
     }
 
     /// Opens the file, checking the gzip magic of compressed files.
-    fn open(&self) -> Result<Box<dyn Read>, LoadError> {
+    fn open(&self) -> Result<Box<dyn Read + Send>, LoadError> {
         let io_err = |source| LoadError::Io {
             path: self.path.clone(),
             source,
@@ -102,7 +103,8 @@ impl SourceFile {
     }
 
     /// Reads the file in blocks of whole lines, calling `f(block, first_line)` for each; the
-    /// last line may lack its newline.
+    /// last line may lack its newline. Reading (and decompressing) runs on its own thread, one
+    /// block ahead of `f`.
     pub fn for_each_block(
         &self,
         f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
@@ -110,14 +112,37 @@ impl SourceFile {
         self.for_each_block_sized(BLOCK_SIZE, f)
     }
 
-    /// [`SourceFile::for_each_block`] with an initial buffer of `block_size` bytes.
+    /// [`SourceFile::for_each_block`] with blocks of about `block_size` bytes.
     fn for_each_block_sized(
         &self,
         block_size: usize,
         mut f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
     ) -> Result<(), LoadError> {
-        let mut reader = self.open()?;
-        let mut buf = vec![0u8; block_size.max(1)];
+        let reader = self.open()?;
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::sync_channel(1);
+            let (recycle_tx, recycle_rx) = mpsc::channel();
+            scope.spawn(move || self.produce_blocks(reader, block_size.max(1), &tx, &recycle_rx));
+            for message in rx {
+                let (block, first_line): (Vec<u8>, u64) = message?;
+                f(&block, first_line)?;
+                // The producer may be gone already; the buffer is then simply dropped.
+                let _ = recycle_tx.send(block);
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads blocks of whole lines and sends them with their first line number; stops at the
+    /// end of the file, on a read error (sent on), or when the receiver is gone.
+    fn produce_blocks(
+        &self,
+        mut reader: Box<dyn Read + Send>,
+        block_size: usize,
+        tx: &mpsc::SyncSender<Result<(Vec<u8>, u64), LoadError>>,
+        recycle: &mpsc::Receiver<Vec<u8>>,
+    ) {
+        let mut buf = vec![0u8; block_size];
         let mut len = 0usize;
         let mut line = 1u64;
         loop {
@@ -130,26 +155,37 @@ impl SourceFile {
                     }
                     Ok(n) => len += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(self.read_error(e)),
+                    Err(e) => {
+                        let _ = tx.send(Err(self.read_error(e)));
+                        return;
+                    }
                 }
             }
             if eof {
                 if len > 0 {
-                    f(&buf[..len], line)?;
+                    buf.truncate(len);
+                    let _ = tx.send(Ok((buf, line)));
                 }
-                return Ok(());
+                return;
             }
-            match buf[..len].iter().rposition(|&b| b == b'\n') {
-                Some(last) => {
-                    let block = &buf[..=last];
-                    f(block, line)?;
-                    line += count_newlines(block);
-                    buf.copy_within(last + 1..len, 0);
-                    len -= last + 1;
-                }
+            let Some(last) = buf[..len].iter().rposition(|&b| b == b'\n') else {
                 // One line longer than the buffer: grow it.
-                None => buf.resize(buf.len() * 2, 0),
+                buf.resize(buf.len() * 2, 0);
+                continue;
+            };
+            let mut next = recycle.try_recv().unwrap_or_default();
+            next.clear();
+            next.resize(block_size.max(len - last - 1), 0);
+            next[..len - last - 1].copy_from_slice(&buf[last + 1..len]);
+            let carried = len - last - 1;
+            buf.truncate(last + 1);
+            let lines_in_block = count_newlines(&buf);
+            if tx.send(Ok((buf, line))).is_err() {
+                return;
             }
+            line += lines_in_block;
+            buf = next;
+            len = carried;
         }
     }
 }
@@ -337,18 +373,81 @@ pub(crate) fn parse_i64(field: &[u8]) -> Option<i64> {
     }
 }
 
+/// Exact powers of ten in `f32` (10^0 ..= 10^10).
+const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
 /// Parses a float (Rust `f32` syntax, surrounding whitespace allowed); may return NaN/inf.
+///
+/// Plain decimals with at most 7 significant digits and small exponents (the usual CSV
+/// formats) take an exact fast path: the integer mantissa (< 2^24) and the power of ten are
+/// both exact in `f32`, so one IEEE multiply or divide rounds correctly, giving the same bits
+/// as `str::parse`. Everything else goes to `str::parse::<f32>`.
 pub(crate) fn parse_f32(field: &[u8]) -> Option<f32> {
     let f = trim(field);
-    // Fast path for short unsigned integers such as the 0/1 bag-of-words features.
-    if !f.is_empty() && f.len() <= 7 && f.iter().all(u8::is_ascii_digit) {
-        let mut v = 0u32;
-        for &b in f {
-            v = v * 10 + u32::from(b - b'0');
+    fast_f32(f).or_else(|| std::str::from_utf8(f).ok()?.parse::<f32>().ok())
+}
+
+/// The exact fast path of [`parse_f32`]; `None` means "use the general parser".
+fn fast_f32(f: &[u8]) -> Option<f32> {
+    let (negative, body) = match f.first()? {
+        b'-' => (true, &f[1..]),
+        b'+' => (false, &f[1..]),
+        _ => (false, f),
+    };
+    let mut mantissa: u32 = 0;
+    let mut significant = 0u32;
+    let mut exponent: i32 = 0;
+    let mut digits = 0usize;
+    let mut i = 0;
+    let mut seen_dot = false;
+    while i < body.len() {
+        let b = body[i];
+        if b.is_ascii_digit() {
+            digits += 1;
+            if mantissa != 0 || b != b'0' {
+                significant += 1;
+                if significant > 7 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + u32::from(b - b'0');
+            }
+            if seen_dot {
+                exponent -= 1;
+            }
+        } else if b == b'.' && !seen_dot {
+            seen_dot = true;
+        } else {
+            break;
         }
-        return Some(v as f32);
+        i += 1;
     }
-    std::str::from_utf8(f).ok()?.parse::<f32>().ok()
+    if digits == 0 {
+        return None;
+    }
+    if i < body.len() {
+        if body[i] != b'e' && body[i] != b'E' {
+            return None;
+        }
+        let exp = parse_i64(&body[i + 1..]).filter(|e| e.abs() <= 40)?;
+        if body[i + 1..]
+            .iter()
+            .any(|b| !(b.is_ascii_digit() || *b == b'-' || *b == b'+'))
+        {
+            return None;
+        }
+        exponent += exp as i32;
+    }
+    let m = mantissa as f32;
+    let value = if mantissa == 0 {
+        0.0
+    } else if (0..=10).contains(&exponent) {
+        m * POW10_F32[exponent as usize]
+    } else if (-10..0).contains(&exponent) {
+        m / POW10_F32[(-exponent) as usize]
+    } else {
+        return None;
+    };
+    Some(if negative { -value } else { value })
 }
 
 /// Parses a line that must hold exactly one node id `< num_nodes`.
@@ -423,8 +522,11 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-            let expected: Vec<(u64, String)> =
-                text.lines().enumerate().map(|(i, l)| (i as u64 + 1, l.to_string())).collect();
+            let expected: Vec<(u64, String)> = text
+                .lines()
+                .enumerate()
+                .map(|(i, l)| (i as u64 + 1, l.to_string()))
+                .collect();
             assert_eq!(seen, expected, "block size {size}");
         }
     }
@@ -442,6 +544,51 @@ mod tests {
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_i64(b"9223372036854775808"), None);
         assert_eq!(parse_i64(b"x"), None);
+    }
+
+    #[test]
+    fn fast_float_path_matches_std_bit_for_bit() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut texts: Vec<String> = vec![
+            "0".into(),
+            "-0".into(),
+            "0.0".into(),
+            "-0.000".into(),
+            "1".into(),
+            "+2.5".into(),
+            "1e5".into(),
+            "1E-5".into(),
+            "-3.25e+2".into(),
+            "9999999".into(),
+            "16777217".into(),
+            ".5".into(),
+            "5.".into(),
+            "0.1".into(),
+            "0.3".into(),
+            "1234.567".into(),
+            "1e10".into(),
+            "7e-10".into(),
+            "1e-11".into(),
+            "00012.5000".into(),
+            "123456789".into(),
+        ];
+        for _ in 0..20_000 {
+            let x: f32 = rng.random::<f32>() * 2.0 - 1.0;
+            let precision = rng.random_range(0..9);
+            texts.push(format!("{x:.precision$}"));
+            texts.push(format!("{:.3e}", x * 1000.0));
+        }
+        for t in &texts {
+            let std = t.parse::<f32>().ok();
+            let ours = parse_f32(t.as_bytes());
+            assert_eq!(ours.map(f32::to_bits), std.map(f32::to_bits), "{t}");
+        }
+        for bad in [
+            "", "-", ".", "1..2", "1e", "e5", "1e5x", "--1", "1-2", "0x10",
+        ] {
+            assert_eq!(parse_f32(bad.as_bytes()), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -484,16 +631,28 @@ mod tests {
         }
         let mut out = Vec::new();
         let mut blanks = BlankLines::default();
-        parse_block(text.as_bytes(), 1, &mut out, &mut blanks, |l, n, o: &mut Vec<(u64, u64)>| {
-            o.push((parse_u64(l).unwrap_or(u64::MAX), n));
-            Ok(())
-        })
+        parse_block(
+            text.as_bytes(),
+            1,
+            &mut out,
+            &mut blanks,
+            |l, n, o: &mut Vec<(u64, u64)>| {
+                o.push((parse_u64(l).unwrap_or(u64::MAX), n));
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(out.len(), 200_000);
-        assert!(out.iter().enumerate().all(|(i, &(v, n))| v == i as u64 && n == i as u64 + 1));
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, &(v, n))| v == i as u64 && n == i as u64 + 1)
+        );
         assert_eq!(blanks.content_lines(), 200_000);
 
-        let text = text.replacen("150000\n", "x\n", 1).replacen("170000\n", "y\n", 1);
+        let text = text
+            .replacen("150000\n", "x\n", 1)
+            .replacen("170000\n", "y\n", 1);
         let err = parse_block(
             text.as_bytes(),
             1,
@@ -507,6 +666,9 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert!(matches!(err, LoadError::EmptyLine { line: 150_001, .. }), "{err:?}");
+        assert!(
+            matches!(err, LoadError::EmptyLine { line: 150_001, .. }),
+            "{err:?}"
+        );
     }
 }

@@ -24,7 +24,10 @@ use crate::dataset::{Dataset, NodeFeatures, Split};
 use crate::error::LoadError;
 use crate::graph::{Graph, GraphOptions};
 use cache::{CacheKey, CacheMiss, SourceStamp};
-use lines::{BlankLines, SourceFile, parse_block, parse_f32, parse_file, parse_i64, parse_node_field, parse_node_line, parse_u64, show};
+use lines::{
+    BlankLines, SourceFile, parse_block, parse_f32, parse_file, parse_i64, parse_node_field,
+    parse_node_line, parse_u64, show,
+};
 
 /// How to load an OGB-layout dataset.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -43,7 +46,11 @@ pub struct LoadOptions {
 /// The default cache folder: `$MEGAGRAPH_CACHE`, else `$XDG_CACHE_HOME/megagraph`, else
 /// `$HOME/.cache/megagraph`, else `<temp dir>/megagraph-cache`.
 pub fn default_cache_dir() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(dir) = var("MEGAGRAPH_CACHE") {
         return dir;
     }
@@ -97,7 +104,15 @@ impl Sources {
         v.extend(self.num_edges.as_ref().map(|s| s.path.as_path()));
         v.push(&self.edges.path);
         v.extend(self.features.as_ref().map(|s| s.path.as_path()));
-        v.extend([&self.labels.path, &self.train.path, &self.valid.path, &self.test.path].map(PathBuf::as_path));
+        v.extend(
+            [
+                &self.labels.path,
+                &self.train.path,
+                &self.valid.path,
+                &self.test.path,
+            ]
+            .map(PathBuf::as_path),
+        );
         v.extend(self.meta.as_deref());
         v
     }
@@ -168,7 +183,10 @@ pub fn load_ogb(dir: &Path, options: &LoadOptions) -> Result<Dataset, LoadError>
                 log::warn!("stale dataset cache {} ({why}); rebuilding", path.display());
             }
             Err(CacheMiss::Corrupt(why)) => {
-                log::warn!("corrupt dataset cache {} ({why}); rebuilding", path.display());
+                log::warn!(
+                    "corrupt dataset cache {} ({why}); rebuilding",
+                    path.display()
+                );
             }
         }
     }
@@ -193,7 +211,10 @@ fn usable_cache_dir(cache_dir: &Path, dataset_dir: &Path) -> Option<PathBuf> {
         match std::env::current_dir() {
             Ok(cwd) => cwd.join(cache_dir),
             Err(e) => {
-                log::warn!("cannot resolve cache folder {}: {e}; not caching", cache_dir.display());
+                log::warn!(
+                    "cannot resolve cache folder {}: {e}; not caching",
+                    cache_dir.display()
+                );
                 return None;
             }
         }
@@ -243,7 +264,9 @@ fn resolve_scheme(dir: &Path, requested: Option<&str>) -> Result<String, LoadErr
     let split = dir.join("split");
     let entries = fs::read_dir(&split).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
-            LoadError::MissingFile { path: split.clone() }
+            LoadError::MissingFile {
+                path: split.clone(),
+            }
         } else {
             LoadError::Io {
                 path: split.clone(),
@@ -276,7 +299,11 @@ fn resolve_scheme(dir: &Path, requested: Option<&str>) -> Result<String, LoadErr
     }
 }
 
-fn parse_dataset(dir: &Path, s: &Sources, graph_options: &GraphOptions) -> Result<Dataset, LoadError> {
+fn parse_dataset(
+    dir: &Path,
+    s: &Sources,
+    graph_options: &GraphOptions,
+) -> Result<Dataset, LoadError> {
     let name = match &s.meta {
         Some(path) => read_meta(path)?.name,
         None => None,
@@ -297,7 +324,12 @@ fn parse_dataset(dir: &Path, s: &Sources, graph_options: &GraphOptions) -> Resul
         || {
             rayon::join(
                 || read_graph(s, num_nodes, graph_options),
-                || s.features.as_ref().map(|f| read_features(f, num_nodes)).transpose(),
+                || {
+                    s.features
+                        .as_ref()
+                        .map(|f| read_features(f, num_nodes))
+                        .transpose()
+                },
             )
         },
         || {
@@ -314,7 +346,11 @@ fn parse_dataset(dir: &Path, s: &Sources, graph_options: &GraphOptions) -> Resul
         },
     );
     let (graph, features, labels, split) = (graph?, features?, labels?, split?);
-    let num_classes = labels.iter().copied().max().map_or(0, |m| (m + 1).max(0) as usize);
+    let num_classes = labels
+        .iter()
+        .copied()
+        .max()
+        .map_or(0, |m| (m + 1).max(0) as usize);
     check_split(&s.train.path, &split, &labels);
     Ok(Dataset {
         name,
@@ -414,9 +450,13 @@ fn read_features(src: &SourceFile, num_nodes: usize) -> Result<NodeFeatures, Loa
             }
         }
         let d = dim.unwrap_or(0);
-        parse_block(block, first, &mut values, &mut blanks, |line, number, out| {
-            parse_feature_row(path, line, number, d, out)
-        })
+        parse_block(
+            block,
+            first,
+            &mut values,
+            &mut blanks,
+            |line, number, out| parse_feature_row(path, line, number, d, out),
+        )
     })?;
     blanks.check(path)?;
     let rows = blanks.content_lines();
@@ -536,7 +576,11 @@ fn read_split(src: &SourceFile, num_nodes: usize) -> Result<Vec<u32>, LoadError>
     let before = ids.len();
     ids.dedup();
     if ids.len() != before {
-        log::warn!("{}: {} duplicate node ids ignored", path.display(), before - ids.len());
+        log::warn!(
+            "{}: {} duplicate node ids ignored",
+            path.display(),
+            before - ids.len()
+        );
     }
     Ok(ids)
 }
@@ -544,7 +588,11 @@ fn read_split(src: &SourceFile, num_nodes: usize) -> Result<Vec<u32>, LoadError>
 /// Warns about split overlaps and unlabelled split nodes (legal, but usually a mistake).
 fn check_split(train_path: &Path, split: &Split, labels: &[i64]) {
     let mut seen = vec![false; labels.len()];
-    for (name, ids) in [("train", &split.train), ("valid", &split.valid), ("test", &split.test)] {
+    for (name, ids) in [
+        ("train", &split.train),
+        ("valid", &split.valid),
+        ("test", &split.test),
+    ] {
         let mut overlap = 0;
         let mut unlabelled = 0;
         for &v in ids.iter() {
@@ -560,7 +608,10 @@ fn check_split(train_path: &Path, split: &Split, labels: &[i64]) {
             );
         }
         if unlabelled > 0 {
-            log::warn!("split of {}: {unlabelled} {name} nodes are unlabelled", train_path.display());
+            log::warn!(
+                "split of {}: {unlabelled} {name} nodes are unlabelled",
+                train_path.display()
+            );
         }
     }
 }

@@ -92,7 +92,11 @@ pub fn edge_cut(graph: &Graph, sequences: &[Vec<u32>]) -> f64 {
             }
         }
     }
-    if total == 0 { 0.0 } else { cut as f64 / total as f64 }
+    if total == 0 {
+        0.0
+    } else {
+        cut as f64 / total as f64
+    }
 }
 
 #[cfg(test)]
@@ -104,7 +108,11 @@ mod tests {
     fn assert_partition(seqs: &[Vec<u32>], n: usize, seq_len: usize) {
         let mut seen = vec![false; n];
         for s in seqs {
-            assert!(!s.is_empty() && s.len() <= seq_len, "sequence of {} nodes", s.len());
+            assert!(
+                !s.is_empty() && s.len() <= seq_len,
+                "sequence of {} nodes",
+                s.len()
+            );
             assert!(s.windows(2).all(|w| w[0] < w[1]), "not sorted");
             for &v in s {
                 assert!(!seen[v as usize], "node {v} twice");
@@ -127,7 +135,8 @@ mod tests {
         assert_eq!(edge_cut(&g, &[vec![0, 1, 2, 3]]), 0.0);
         assert_eq!(edge_cut(&g, &[vec![0], vec![1], vec![2], vec![3]]), 1.0);
         assert_eq!(edge_cut(&g, &[vec![0, 1]]), 2.0 / 3.0);
-        let sym = Graph::from_edges(4, &[(0, 1), (2, 1), (2, 3)], &GraphOptions::default()).unwrap();
+        let sym =
+            Graph::from_edges(4, &[(0, 1), (2, 1), (2, 3)], &GraphOptions::default()).unwrap();
         assert_eq!(edge_cut(&sym, &[vec![0, 1], vec![2, 3]]), 1.0 / 3.0);
     }
 
@@ -165,9 +174,15 @@ mod tests {
             let g = cfg.generate().unwrap().graph;
             let random = edge_cut(&g, &node_sequences(&g, 256, SequenceStrategy::Random, 0));
             let local = edge_cut(&g, &node_sequences(&g, 256, SequenceStrategy::Locality, 0));
-            eprintln!("{} nodes: random cut {random:.3}, locality cut {local:.3}", cfg.num_nodes);
+            eprintln!(
+                "{} nodes: random cut {random:.3}, locality cut {local:.3}",
+                cfg.num_nodes
+            );
             assert!(random > 0.85, "random cut {random}");
-            assert!(local < max_ratio * random, "locality cut {local} vs random {random}");
+            assert!(
+                local < max_ratio * random,
+                "locality cut {local} vs random {random}"
+            );
         }
     }
 

@@ -192,7 +192,12 @@ fn bisect(sub: &Subgraph, target: usize, lo: usize, hi: usize, seed: u64) -> Vec
 fn cut_size(sub: &Subgraph, side: &[u8]) -> u64 {
     (0..sub.len())
         .filter(|&v| side[v] == 0)
-        .map(|v| sub.neighbors(v).iter().filter(|&&w| side[w as usize] == 1).count() as u64)
+        .map(|v| {
+            sub.neighbors(v)
+                .iter()
+                .filter(|&&w| side[w as usize] == 1)
+                .count() as u64
+        })
         .sum()
 }
 
@@ -301,7 +306,11 @@ fn refine(
             // Valid top of each heap whose move keeps the temporary balance.
             let mut top = [None, None];
             for s in 0..2 {
-                let allowed = if s == 0 { size0 > lo_tmp } else { size0 < hi_tmp };
+                let allowed = if s == 0 {
+                    size0 > lo_tmp
+                } else {
+                    size0 < hi_tmp
+                };
                 if !allowed {
                     continue;
                 }

@@ -81,10 +81,18 @@ impl CsbmConfig {
             reason,
         };
         if self.num_classes < 2 {
-            return Err(invalid("num_classes", self.num_classes, "at least 2 classes"));
+            return Err(invalid(
+                "num_classes",
+                self.num_classes,
+                "at least 2 classes",
+            ));
         }
         if self.num_nodes < 2 * self.num_classes {
-            return Err(invalid("num_nodes", self.num_nodes, "at least 2 nodes per class"));
+            return Err(invalid(
+                "num_nodes",
+                self.num_nodes,
+                "at least 2 nodes per class",
+            ));
         }
         if self.num_nodes > u32::MAX as usize {
             return Err(GraphError::TooManyNodes {
@@ -98,7 +106,13 @@ impl CsbmConfig {
             (self.num_nodes - 1) as f64,
             "finite, in [0, num_nodes - 1]",
         )?;
-        check_range("homophily", self.homophily, 0.0, 1.0, "a probability in [0, 1]")?;
+        check_range(
+            "homophily",
+            self.homophily,
+            0.0,
+            1.0,
+            "a probability in [0, 1]",
+        )?;
         check_range(
             "signal_to_noise",
             self.signal_to_noise,
@@ -191,7 +205,9 @@ impl CsbmConfig {
                 .map(|_| {
                     let dir: Vec<f64> = (0..d).map(|_| standard_normal(&mut rng)).collect();
                     let norm = dir.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-12);
-                    dir.iter().map(|x| x * self.signal_to_noise / norm).collect()
+                    dir.iter()
+                        .map(|x| x * self.signal_to_noise / norm)
+                        .collect()
                 })
                 .collect();
             let mut values = vec![0f32; n * d];
@@ -288,7 +304,11 @@ mod tests {
         assert_eq!((f.num_nodes, f.dim, f.values.len()), (5000, 32, 5000 * 32));
         assert!(f.values.iter().all(|x| x.is_finite()));
         assert_eq!(
-            (ds.split.train.len(), ds.split.valid.len(), ds.split.test.len()),
+            (
+                ds.split.train.len(),
+                ds.split.valid.len(),
+                ds.split.test.len()
+            ),
             (3000, 1000, 1000)
         );
         let mut all: Vec<u32> = [&ds.split.train[..], &ds.split.valid, &ds.split.test].concat();
@@ -309,7 +329,7 @@ mod tests {
         let ds = cfg.generate().unwrap();
         let f = ds.features.unwrap();
         for class in 0..2 {
-            let mut mean = vec![0f64; 16];
+            let mut mean = [0f64; 16];
             let rows: Vec<usize> = (0..20_000).filter(|&v| ds.labels[v] == class).collect();
             for &v in &rows {
                 for (m, x) in mean.iter_mut().zip(f.row(v)) {
@@ -324,12 +344,31 @@ mod tests {
     #[test]
     fn invalid_configs_are_errors() {
         let bad = [
-            CsbmConfig { num_classes: 1, ..CsbmConfig::default() },
-            CsbmConfig { num_nodes: 9, ..CsbmConfig::default() },
-            CsbmConfig { homophily: 1.5, ..CsbmConfig::default() },
-            CsbmConfig { avg_degree: f64::NAN, ..CsbmConfig::default() },
-            CsbmConfig { train_fraction: 0.9, valid_fraction: 0.2, ..CsbmConfig::default() },
-            CsbmConfig { train_fraction: 0.0, ..CsbmConfig::default() },
+            CsbmConfig {
+                num_classes: 1,
+                ..CsbmConfig::default()
+            },
+            CsbmConfig {
+                num_nodes: 9,
+                ..CsbmConfig::default()
+            },
+            CsbmConfig {
+                homophily: 1.5,
+                ..CsbmConfig::default()
+            },
+            CsbmConfig {
+                avg_degree: f64::NAN,
+                ..CsbmConfig::default()
+            },
+            CsbmConfig {
+                train_fraction: 0.9,
+                valid_fraction: 0.2,
+                ..CsbmConfig::default()
+            },
+            CsbmConfig {
+                train_fraction: 0.0,
+                ..CsbmConfig::default()
+            },
         ];
         for cfg in bad {
             assert!(

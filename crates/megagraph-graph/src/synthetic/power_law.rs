@@ -185,11 +185,23 @@ mod tests {
     #[test]
     fn invalid_configs_are_errors() {
         for cfg in [
-            PowerLawConfig { num_nodes: 1, ..PowerLawConfig::default() },
-            PowerLawConfig { exponent: 1.0, ..PowerLawConfig::default() },
-            PowerLawConfig { avg_degree: -1.0, ..PowerLawConfig::default() },
+            PowerLawConfig {
+                num_nodes: 1,
+                ..PowerLawConfig::default()
+            },
+            PowerLawConfig {
+                exponent: 1.0,
+                ..PowerLawConfig::default()
+            },
+            PowerLawConfig {
+                avg_degree: -1.0,
+                ..PowerLawConfig::default()
+            },
         ] {
-            assert!(matches!(cfg.generate(), Err(GraphError::InvalidConfig { .. })));
+            assert!(matches!(
+                cfg.generate(),
+                Err(GraphError::InvalidConfig { .. })
+            ));
         }
     }
 }

@@ -51,7 +51,11 @@ pub fn fixture(gz: bool) -> tempfile::TempDir {
     for (rel, content) in FILES {
         write(dir.path(), rel, content.as_bytes(), gz);
     }
-    fs::write(dir.path().join("meta.json"), r#"{"name": "tiny", "num_nodes": 5}"#).expect("meta");
+    fs::write(
+        dir.path().join("meta.json"),
+        r#"{"name": "tiny", "num_nodes": 5}"#,
+    )
+    .expect("meta");
     dir
 }
 

@@ -1,35 +1,14 @@
-//! The `megagraph` command line.
-
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
 use crate::error::Result;
 use crate::metrics::EpochMetrics;
 use crate::trainer::{NodeClassificationTrainer, TrainObserver};
-
-/// Train Graph Transformers on large graphs.
-#[derive(Debug, Parser)]
-#[command(name = "megagraph", version, about, long_about = None)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Train a Graph Transformer for node classification and report its accuracy.
-    ///
-    /// With no arguments it trains on the built-in synthetic graph. Flags override the config
-    /// file, which overrides the defaults.
-    Train(TrainArgs),
-}
 
 /// Options of `megagraph train`.
 #[derive(Debug, Args)]
@@ -70,6 +49,9 @@ pub struct TrainArgs {
     /// Measure distances in the whole graph or in each sequence's induced subgraph.
     #[arg(long, value_enum)]
     pub distance_scope: Option<ScopeArg>,
+    /// Probability of moving a node pair of a training batch to the "farther" distance bucket.
+    #[arg(long, value_name = "P")]
+    pub structure_dropout: Option<f64>,
     /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
@@ -171,6 +153,7 @@ impl TrainArgs {
                 ScopeArg::Induced => DistanceKind::Induced,
             };
         }
+        set(&mut c.data.structure_dropout, &self.structure_dropout);
         set(&mut c.model.preset, &self.preset);
         if self.layers.is_some() {
             c.model.layers = self.layers;
@@ -201,13 +184,6 @@ impl TrainArgs {
         c.data.no_cache |= self.no_cache;
         c.validate()?;
         Ok(c)
-    }
-}
-
-/// Runs a parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Train(args) => train(&args.to_config()?),
     }
 }
 

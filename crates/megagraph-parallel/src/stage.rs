@@ -1,0 +1,241 @@
+//! [`StageModule`]: the part of a [`GraphTransformer`] one pipeline stage holds, and its forward
+//! pass over a context block.
+
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::nn::{LayerNorm, Linear};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, Int, Tensor};
+use megagraph_kernels::{AttentionOptions, DistanceBias};
+use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncoding};
+use megagraph_models::{GraphTransformer, GraphTransformerLayer, NodeInput};
+
+use crate::context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
+use crate::{ParallelConfig, ParallelError};
+
+/// The parameters of one pipeline stage: stage 0 holds the embedding stage (input encoder,
+/// centrality encoding and the spatial bias table), every stage a contiguous run of layers, the
+/// last stage the final norm and the classifier.
+#[derive(Module, Debug)]
+pub struct StageModule<B: Backend> {
+    /// Input encoder (stage 0).
+    pub input: Option<InputEncoder<B>>,
+    /// Centrality encoding (stage 0).
+    pub centrality: Option<CentralityEncoding<B>>,
+    /// Spatial bias table (stage 0). Later stages get its value with the activations.
+    pub spatial: Option<SpatialEncoding<B>>,
+    /// This stage's layers.
+    pub layers: Vec<GraphTransformerLayer<B>>,
+    /// Final layer norm (last stage).
+    pub norm: Option<LayerNorm<B>>,
+    /// Classifier (last stage).
+    pub classifier: Option<Linear<B>>,
+    /// Global index of the first layer.
+    pub first_layer: usize,
+}
+
+impl<B: Backend> StageModule<B> {
+    /// Splits `model` into the stages of `config` (`config.stage_layers`), in stage order.
+    ///
+    /// # Errors
+    ///
+    /// [`ParallelError::Config`] when `stage_layers` does not match the model's layers.
+    pub fn split(
+        model: GraphTransformer<B>,
+        config: &ParallelConfig,
+    ) -> Result<Vec<Self>, ParallelError> {
+        let layers = model.layers.len();
+        if config.stage_layers.len() != config.pp {
+            return Err(crate::ParallelConfigError::StageCountMismatch {
+                entries: config.stage_layers.len(),
+                pp: config.pp,
+            }
+            .into());
+        }
+        let sum: usize = config.stage_layers.iter().sum();
+        if sum != layers {
+            return Err(crate::ParallelConfigError::LayerSumMismatch { sum, layers }.into());
+        }
+        let GraphTransformer {
+            input,
+            centrality,
+            spatial,
+            layers,
+            norm,
+            classifier,
+        } = model;
+        let mut layers = layers.into_iter();
+        let mut input = Some(input);
+        let mut centrality = Some(centrality);
+        let mut spatial = Some(spatial);
+        let mut norm = Some(norm);
+        let mut classifier = Some(classifier);
+        let mut first_layer = 0;
+        let mut stages = Vec::with_capacity(config.pp);
+        for (stage, &count) in config.stage_layers.iter().enumerate() {
+            let last = stage + 1 == config.pp;
+            stages.push(StageModule {
+                input: input.take(),
+                centrality: centrality.take(),
+                spatial: spatial.take(),
+                layers: layers.by_ref().take(count).collect(),
+                norm: if last { norm.take() } else { None },
+                classifier: if last { classifier.take() } else { None },
+                first_layer,
+            });
+            first_layer += count;
+        }
+        Ok(stages)
+    }
+
+    /// Puts stages (in stage order, as [`split`](Self::split) made them) back together.
+    ///
+    /// Returns `None` when a part is missing (no stage with the embedding stage or the head).
+    pub fn assemble(stages: Vec<Self>) -> Option<GraphTransformer<B>> {
+        let mut input = None;
+        let mut centrality = None;
+        let mut spatial = None;
+        let mut norm = None;
+        let mut classifier = None;
+        let mut layers = Vec::new();
+        for stage in stages {
+            input = input.or(stage.input);
+            centrality = centrality.or(stage.centrality);
+            spatial = spatial.or(stage.spatial);
+            norm = norm.or(stage.norm);
+            classifier = classifier.or(stage.classifier);
+            layers.extend(stage.layers);
+        }
+        Some(GraphTransformer {
+            input: input?,
+            centrality: centrality?,
+            spatial: spatial?,
+            layers,
+            norm: norm?,
+            classifier: classifier?,
+        })
+    }
+}
+
+/// Per-micro-batch context of a stage's forward pass.
+pub(crate) struct BlockContext<'a, B: ContextParallelBackend> {
+    /// Distance index rows of the block, `[batch, block, padded_seq]`.
+    pub index_rows: Tensor<B, 3, Int>,
+    /// Key padding mask of the block, `[batch, block]`.
+    pub padding: Tensor<B, 2, Bool>,
+    /// The spatial table `[buckets, heads]` (stage 0's parameter, or the value received with the
+    /// activations).
+    pub table: Tensor<B, 2>,
+    /// The context ring of this rank.
+    pub ring: &'a Arc<RingEndpoint<B::InnerBackend>>,
+    /// Step and micro-batch (the layer is filled in per layer).
+    pub call: RingCall,
+}
+
+impl<B: ContextParallelBackend> StageModule<B> {
+    /// The embedding stage on a block: input plus centrality encoding, `[batch, block, hidden]`
+    /// (same computation as [`GraphTransformer::embed`]). `None` on stages other than 0.
+    pub(crate) fn embed(
+        &self,
+        input: NodeInput<B>,
+        in_degree: Tensor<B, 2, Int>,
+        out_degree: Tensor<B, 2, Int>,
+    ) -> Option<Tensor<B, 3>> {
+        let encoded = self.input.as_ref()?.forward(input);
+        Some(encoded + self.centrality.as_ref()?.forward(in_degree, out_degree))
+    }
+
+    /// This stage's layers on a block, with ring attention over the context group.
+    pub(crate) fn forward_layers(
+        &self,
+        mut x: Tensor<B, 3>,
+        context: &BlockContext<'_, B>,
+    ) -> Result<Tensor<B, 3>, ParallelError> {
+        for (offset, layer) in self.layers.iter().enumerate() {
+            let call = RingCall {
+                layer: self.first_layer + offset,
+                ..context.call
+            };
+            x = layer_forward(layer, x, context, call)?;
+        }
+        Ok(x)
+    }
+
+    /// Final norm and classifier, `[batch, block, classes]`; `None` except on the last stage.
+    pub(crate) fn head(&self, x: Tensor<B, 3>) -> Option<Tensor<B, 3>> {
+        Some(
+            self.classifier
+                .as_ref()?
+                .forward(self.norm.as_ref()?.forward(x)),
+        )
+    }
+}
+
+/// [`GraphTransformerLayer::forward`] on a context block: the same pre-LN layer, with the
+/// attention op replaced by [`ring_attention`].
+pub(crate) fn layer_forward<B: ContextParallelBackend>(
+    layer: &GraphTransformerLayer<B>,
+    x: Tensor<B, 3>,
+    context: &BlockContext<'_, B>,
+    call: RingCall,
+) -> Result<Tensor<B, 3>, ParallelError> {
+    let attention = &layer.attention;
+    let normed = layer.attention_norm.forward(x.clone());
+    let [batch, block, d_model] = normed.dims();
+    let heads = attention.num_heads;
+    let head_dim = d_model / heads;
+    let split = |t: Tensor<B, 3>| t.reshape([batch, block, heads, head_dim]).swap_dims(1, 2);
+    let q = split(attention.query.forward(normed.clone()));
+    let k = split(attention.key.forward(normed.clone()));
+    let v = split(attention.value.forward(normed));
+    let bias = DistanceBias {
+        index: context.index_rows.clone(),
+        table: context.table.clone(),
+        column_offset: 0,
+    };
+    let options = AttentionOptions {
+        scale: None,
+        block_size: attention.block_size,
+    };
+    let attended = ring_attention(
+        q,
+        k,
+        v,
+        bias,
+        context.padding.clone(),
+        &options,
+        context.ring,
+        call,
+    )?
+    .output;
+    let attended = attention
+        .output
+        .forward(attended.swap_dims(1, 2).reshape([batch, block, d_model]));
+    let x = x + layer.dropout.forward(attended);
+    let hidden = layer
+        .activation
+        .forward(layer.ffn_in.forward(layer.ffn_norm.forward(x.clone())));
+    Ok(x + layer
+        .dropout
+        .forward(layer.ffn_out.forward(layer.dropout.forward(hidden))))
+}
+
+/// The masked cross-entropy of the single-device trainer, normalized by the GLOBAL number of
+/// training nodes of the step, so that summing it over micro-batches, context blocks and
+/// replicas gives the single-device loss (and summing gradients the single-device gradient).
+///
+/// - `logits`: `[batch, block, classes]`; `labels`, `weight`: `[batch, block]`
+pub(crate) fn masked_cross_entropy<B: Backend>(
+    logits: Tensor<B, 3>,
+    labels: Tensor<B, 2, Int>,
+    weight: Tensor<B, 2>,
+    global_count: usize,
+) -> Tensor<B, 1> {
+    let log_probs = log_softmax(logits, 2);
+    let picked = log_probs
+        .gather(2, labels.unsqueeze_dim(2))
+        .squeeze_dim::<2>(2);
+    (picked * weight).sum().neg() / global_count.max(1) as f64
+}

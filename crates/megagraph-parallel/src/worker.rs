@@ -1,0 +1,504 @@
+//! One rank's thread: its stage's parameters and optimizer, the 1F1B schedule over its
+//! replica's micro-batches with ring attention inside every layer, and the gradient all-reduce.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Instant;
+
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{AdamWConfig, Optimizer};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{ElementConversion, Tensor};
+
+use crate::context::{ContextParallelBackend, RingCall};
+use crate::data::{BatchSource, BlockBatch};
+use crate::gradients::{GradientReducer, flatten, unflatten};
+use crate::memory;
+use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
+use crate::pipeline::{PipelineAction, one_forward_one_backward};
+use crate::stage::{BlockContext, StageModule, masked_cross_entropy};
+use crate::{InjectedFault, ParallelError};
+
+type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+
+/// What the coordinator asks a worker to do.
+pub(crate) enum Command {
+    /// Run one optimizer step.
+    Step(Arc<StepPlan>),
+    /// Send back a copy of the stage's parameters.
+    Snapshot,
+    /// Leave the collective and end the thread.
+    Shutdown,
+}
+
+/// One optimizer step, as every rank sees it.
+#[derive(Debug)]
+pub(crate) struct StepPlan {
+    /// Step counter (tags every message).
+    pub step: u64,
+    /// Sequences of each replica's micro-batches: `replicas[dp_rank][micro]`.
+    pub replicas: Vec<Vec<Vec<usize>>>,
+    /// Learning rate.
+    pub lr: f64,
+    /// Training nodes of the whole step: the loss normalizer.
+    pub train_nodes: usize,
+}
+
+/// What one rank measured during a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: usize,
+    /// Its coordinates.
+    pub coord: RankCoord,
+    /// Sum of this rank's micro-batch losses (non-zero on the last stage only).
+    pub loss: f64,
+    /// The most micro-batches it held between their forward and backward passes.
+    pub max_in_flight: usize,
+    /// Wall time of its step, in seconds.
+    pub seconds: f64,
+    /// Peak bytes allocated by its thread during the step, when a
+    /// [`CountingAllocator`](crate::CountingAllocator) is the global allocator.
+    pub peak_bytes: Option<usize>,
+}
+
+/// A worker's answer.
+pub(crate) enum ReplyBody<B: AutodiffBackend> {
+    /// Set up and registered.
+    Ready,
+    /// A step finished.
+    Step(RankReport),
+    /// The stage's parameters.
+    Snapshot(StageModule<Inner<B>>),
+}
+
+/// A worker's answer with its rank.
+pub(crate) struct Reply<B: AutodiffBackend> {
+    pub rank: usize,
+    pub body: Result<ReplyBody<B>, ParallelError>,
+}
+
+/// Everything a worker thread starts with.
+pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
+    pub rank: usize,
+    pub shape: MeshShape,
+    pub device: B::Device,
+    pub module: StageModule<Inner<B>>,
+    pub optimizer: AdamWConfig,
+    pub links: Links<Inner<B>>,
+    pub control: Arc<Control>,
+    pub source: Arc<dyn BatchSource<B>>,
+    /// Flat gradient length of every stage (for the mesh-wide all-reduce), `None` when the
+    /// stage groups have a single rank and nothing is reduced.
+    pub reduce: Option<Vec<usize>>,
+    pub fault: Option<InjectedFault>,
+    pub commands: Receiver<Command>,
+    pub replies: Sender<Reply<B>>,
+}
+
+/// The thread body: runs the worker, turns a panic or an error into a reply, and stops the mesh
+/// when this rank fails.
+pub(crate) fn run<B: ContextParallelBackend>(setup: WorkerSetup<B>) {
+    let rank = setup.rank;
+    let replies = setup.replies.clone();
+    let control = setup.control.clone();
+    let outcome = catch_unwind(AssertUnwindSafe(|| Worker::start(setup)?.serve()));
+    let error = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(error)) => error,
+        Err(panic) => ParallelError::WorkerPanicked {
+            rank,
+            message: panic_message(panic.as_ref()),
+        },
+    };
+    if !error.is_consequence() {
+        log::error!("rank {rank} failed: {error}");
+    }
+    control.abort();
+    // the coordinator may be gone already; nothing else to tell
+    let _ = replies.send(Reply {
+        rank,
+        body: Err(error),
+    });
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
+/// A micro-batch between its forward and backward passes.
+struct InFlight<B: AutodiffBackend> {
+    /// The stage's output (stages before the last).
+    output: Option<Tensor<B, 3>>,
+    /// The micro-batch's loss (last stage).
+    loss: Option<Tensor<B, 1>>,
+    /// The spatial table used: stage 0's parameter, or the received leaf.
+    table: Tensor<B, 2>,
+    /// The received activation leaf (stages after the first).
+    input: Option<Tensor<B, 3>>,
+}
+
+struct Worker<B: ContextParallelBackend> {
+    rank: usize,
+    coord: RankCoord,
+    shape: MeshShape,
+    device: B::Device,
+    inner_device: B::Device,
+    module: Option<StageModule<B>>,
+    optimizer: AdamWConfig,
+    links: Links<Inner<B>>,
+    control: Arc<Control>,
+    source: Arc<dyn BatchSource<B>>,
+    reducer: Option<GradientReducer>,
+    fault: Option<InjectedFault>,
+    commands: Receiver<Command>,
+    replies: Sender<Reply<B>>,
+}
+
+impl<B: ContextParallelBackend> Worker<B> {
+    fn start(setup: WorkerSetup<B>) -> Result<Self, ParallelError> {
+        let coord = setup.shape.coord(setup.rank);
+        let inner_device = setup.device.clone();
+        // register first: nothing before it can fail, so no rank is left waiting in register
+        let reducer = match &setup.reduce {
+            Some(lengths) => Some(GradientReducer::register::<Inner<B>>(
+                setup.rank,
+                setup.shape.world(),
+                lengths,
+                &inner_device,
+            )?),
+            None => None,
+        };
+        let module = StageModule::<B>::from_inner(setup.module.to_device(&inner_device));
+        let worker = Worker {
+            rank: setup.rank,
+            coord,
+            shape: setup.shape,
+            device: setup.device,
+            inner_device,
+            module: Some(module),
+            optimizer: setup.optimizer,
+            links: setup.links,
+            control: setup.control,
+            source: setup.source,
+            reducer,
+            fault: setup.fault,
+            commands: setup.commands,
+            replies: setup.replies,
+        };
+        worker.reply(Ok(ReplyBody::Ready));
+        Ok(worker)
+    }
+
+    fn reply(&self, body: Result<ReplyBody<B>, ParallelError>) {
+        if self
+            .replies
+            .send(Reply {
+                rank: self.rank,
+                body,
+            })
+            .is_err()
+        {
+            log::debug!("rank {}: coordinator gone", self.rank);
+        }
+    }
+
+    fn serve(mut self) -> Result<(), ParallelError> {
+        let mut optimizer = self.optimizer.init::<B, StageModule<B>>();
+        while let Ok(command) = self.commands.recv() {
+            match command {
+                Command::Step(plan) => {
+                    let report = self.step(&plan, &mut optimizer)?;
+                    self.reply(Ok(ReplyBody::Step(report)));
+                }
+                Command::Snapshot => {
+                    let module = self.module()?.valid();
+                    self.reply(Ok(ReplyBody::Snapshot(module)));
+                }
+                Command::Shutdown => break,
+            }
+        }
+        if let Some(reducer) = self.reducer.take() {
+            reducer.finish::<Inner<B>>();
+        }
+        Ok(())
+    }
+
+    fn module(&self) -> Result<&StageModule<B>, ParallelError> {
+        self.module.as_ref().ok_or_else(|| self.internal("stage module missing"))
+    }
+
+    fn internal(&self, message: &str) -> ParallelError {
+        ParallelError::WorkerPanicked {
+            rank: self.rank,
+            message: format!("internal error: {message}"),
+        }
+    }
+
+    fn is_last(&self) -> bool {
+        self.coord.stage + 1 == self.shape.pp
+    }
+
+    fn step<O: Optimizer<StageModule<B>, B>>(
+        &mut self,
+        plan: &StepPlan,
+        optimizer: &mut O,
+    ) -> Result<RankReport, ParallelError> {
+        let started = Instant::now();
+        memory::reset_thread_peak();
+        let micro_batches = plan
+            .replicas
+            .get(self.coord.dp_rank)
+            .ok_or_else(|| self.internal("no micro-batches for this replica"))?;
+        let schedule =
+            one_forward_one_backward(self.coord.stage, self.shape.pp, micro_batches.len());
+        let mut in_flight: HashMap<usize, InFlight<B>> = HashMap::new();
+        let mut max_in_flight = 0;
+        let mut loss = 0.0;
+        let mut accumulated: Option<Tensor<Inner<B>, 1>> = None;
+        for action in schedule {
+            match action {
+                PipelineAction::Forward(micro) => {
+                    if let Some(fault) = self.fault
+                        && fault.rank == self.rank
+                        && fault.step == plan.step
+                    {
+                        panic!(
+                            "injected fault on rank {} at step {} (test hook)",
+                            self.rank, plan.step
+                        );
+                    }
+                    let sequences = &micro_batches[micro];
+                    let (saved, micro_loss) = self.forward(plan, micro, sequences)?;
+                    loss += micro_loss;
+                    in_flight.insert(micro, saved);
+                    max_in_flight = max_in_flight.max(in_flight.len());
+                }
+                PipelineAction::Backward(micro) => {
+                    let saved = in_flight
+                        .remove(&micro)
+                        .ok_or_else(|| self.internal("backward before forward"))?;
+                    let grads = self.backward(plan, micro, saved)?;
+                    if let Some(failure) = self.links.ring.take_failure() {
+                        return Err(failure);
+                    }
+                    let flat = flatten::<B, _>(self.module()?, &grads, &self.device);
+                    accumulated = Some(match accumulated {
+                        Some(sum) => sum + flat,
+                        None => flat,
+                    });
+                }
+            }
+        }
+        let mut segment = accumulated.ok_or_else(|| self.internal("step without micro-batches"))?;
+        if let Some(reducer) = &self.reducer {
+            segment = reducer.all_reduce(self.coord.stage, segment)?;
+        }
+        let module = self
+            .module
+            .take()
+            .ok_or_else(|| self.internal("stage module missing"))?;
+        let grads = unflatten::<B, _>(&module, segment).map_err(|message| self.internal(&message));
+        let grads = match grads {
+            Ok(grads) => grads,
+            Err(error) => {
+                self.module = Some(module);
+                return Err(error);
+            }
+        };
+        self.module = Some(optimizer.step(plan.lr, module, grads));
+        Ok(RankReport {
+            rank: self.rank,
+            coord: self.coord,
+            loss,
+            max_in_flight,
+            seconds: started.elapsed().as_secs_f64(),
+            peak_bytes: memory::thread_peak_bytes(),
+        })
+    }
+
+    /// Forward pass of one micro-batch; returns what its backward needs and its loss (last
+    /// stage; 0 elsewhere).
+    fn forward(
+        &self,
+        plan: &StepPlan,
+        micro: usize,
+        sequences: &[usize],
+    ) -> Result<(InFlight<B>, f64), ParallelError> {
+        let source_error = |message: String| ParallelError::Source {
+            rank: self.rank,
+            message,
+        };
+        let batch = self
+            .source
+            .batch(sequences, &self.device)
+            .map_err(source_error)?;
+        let block = BlockBatch::of(batch, self.shape.cp, self.coord.cp_rank).map_err(source_error)?;
+        let module = self.module()?;
+        let (x, table, input) = if self.coord.stage == 0 {
+            let x = module
+                .embed(block.input, block.in_degree, block.out_degree)
+                .ok_or_else(|| self.internal("stage 0 without embedding"))?;
+            let table = module
+                .spatial
+                .as_ref()
+                .ok_or_else(|| self.internal("stage 0 without spatial table"))?
+                .table
+                .val();
+            (x, table, None)
+        } else {
+            let link = self
+                .links
+                .activation_in
+                .as_ref()
+                .ok_or_else(|| self.internal("no activation link"))?;
+            let what = || {
+                format!(
+                    "the activation of step {} micro-batch {micro} from stage {}",
+                    plan.step,
+                    self.coord.stage - 1
+                )
+            };
+            let message = receive(link, &self.control, self.rank, what)?;
+            if message.step != plan.step || message.micro != micro {
+                return Err(ParallelError::OutOfOrder {
+                    rank: self.rank,
+                    expected: what(),
+                    got: format!(
+                        "step {} micro-batch {}",
+                        message.step, message.micro
+                    ),
+                });
+            }
+            let x = Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device))
+                .require_grad();
+            let table = Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device))
+                .require_grad();
+            (x.clone(), table, Some(x))
+        };
+        let context = BlockContext {
+            index_rows: block.index_rows,
+            padding: block.padding,
+            table: table.clone(),
+            ring: &self.links.ring,
+            call: RingCall {
+                step: plan.step,
+                micro,
+                layer: 0,
+            },
+        };
+        let output = module.forward_layers(x, &context)?;
+        if self.is_last() {
+            let logits = module
+                .head(output)
+                .ok_or_else(|| self.internal("last stage without head"))?;
+            let loss = masked_cross_entropy(logits, block.labels, block.weight, plan.train_nodes);
+            let value = loss.clone().into_scalar().elem::<f64>();
+            Ok((
+                InFlight {
+                    output: None,
+                    loss: Some(loss),
+                    table,
+                    input,
+                },
+                value,
+            ))
+        } else {
+            let link = self
+                .links
+                .activation_out
+                .as_ref()
+                .ok_or_else(|| self.internal("no activation link"))?;
+            link.send(Activation {
+                step: plan.step,
+                micro,
+                x: output.clone().inner(),
+                table: table.clone().inner(),
+            })
+            .map_err(|_| ParallelError::PeerGone {
+                rank: self.rank,
+                waiting_for: format!("stage {} (activation)", self.coord.stage + 1),
+            })?;
+            Ok((
+                InFlight {
+                    output: Some(output),
+                    loss: None,
+                    table,
+                    input,
+                },
+                0.0,
+            ))
+        }
+    }
+
+    /// Backward pass of one micro-batch; sends the input's and the table's gradients to the
+    /// previous stage and returns the gradients.
+    fn backward(
+        &self,
+        plan: &StepPlan,
+        micro: usize,
+        saved: InFlight<B>,
+    ) -> Result<B::Gradients, ParallelError> {
+        let grads = match (saved.loss, saved.output) {
+            (Some(loss), _) => loss.backward(),
+            (None, Some(output)) => {
+                let link = self
+                    .links
+                    .grad_in
+                    .as_ref()
+                    .ok_or_else(|| self.internal("no gradient link"))?;
+                let what = || {
+                    format!(
+                        "the gradient of step {} micro-batch {micro} from stage {}",
+                        plan.step,
+                        self.coord.stage + 1
+                    )
+                };
+                let message = receive(link, &self.control, self.rank, what)?;
+                if message.step != plan.step || message.micro != micro {
+                    return Err(ParallelError::OutOfOrder {
+                        rank: self.rank,
+                        expected: what(),
+                        got: format!(
+                            "step {} micro-batch {}",
+                            message.step, message.micro
+                        ),
+                    });
+                }
+                let grad_x = Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device));
+                let grad_table =
+                    Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device));
+                // d(surrogate)/d(output) = grad_x and d/d(table) = grad_table exactly
+                let surrogate = (output * grad_x).sum() + (saved.table.clone() * grad_table).sum();
+                surrogate.backward()
+            }
+            (None, None) => return Err(self.internal("micro-batch without output")),
+        };
+        if let (Some(input), Some(link)) = (&saved.input, &self.links.grad_out) {
+            let grad_x = input
+                .grad(&grads)
+                .unwrap_or_else(|| input.clone().inner().zeros_like());
+            let grad_table = saved
+                .table
+                .grad(&grads)
+                .unwrap_or_else(|| saved.table.clone().inner().zeros_like());
+            link.send(ActivationGrad {
+                step: plan.step,
+                micro,
+                x: grad_x,
+                table: grad_table,
+            })
+            .map_err(|_| ParallelError::PeerGone {
+                rank: self.rank,
+                waiting_for: format!("stage {} (gradient)", self.coord.stage - 1),
+            })?;
+        }
+        Ok(grads)
+    }
+}

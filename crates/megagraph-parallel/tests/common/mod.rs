@@ -1,0 +1,282 @@
+//! Shared test support: a tiny model, a synthetic batch source built directly as
+//! `GraphBatch`es, the single-device reference run, and parameter comparison.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput};
+use megagraph_parallel::{BatchSource, TrainBatch};
+
+pub type B = Autodiff<Flex>;
+pub type Inner = Flex;
+
+/// SplitMix64: a small deterministic generator for test data.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[-amplitude, amplitude)`.
+    pub fn uniform(&mut self, amplitude: f32) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * amplitude
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+pub const FEATURES: usize = 8;
+pub const CLASSES: usize = 3;
+pub const MAX_DISTANCE: u8 = 3;
+
+/// The tiny model of the tests: hidden 16, 2 heads, dropout 0.
+pub fn model_config(layers: usize) -> GraphTransformerConfig {
+    GraphTransformerConfig::new(Some(FEATURES), 0, CLASSES)
+        .with_num_layers(layers)
+        .with_num_heads(2)
+        .with_hidden(16)
+        .with_ffn_hidden(16)
+        .with_dropout(0.0)
+        .with_input_dropout(0.0)
+        .with_max_degree(8)
+        .with_max_distance(MAX_DISTANCE)
+        .with_block_size(8)
+}
+
+/// An initialized model (parameters materialized, so clones are identical).
+pub fn model(layers: usize, seed: u64) -> GraphTransformer<Inner> {
+    let device = Default::default();
+    Inner::seed(&device, seed);
+    let model: GraphTransformer<Inner> = model_config(layers).init(&device);
+    struct Touch;
+    impl<Bk: Backend> ModuleVisitor<Bk> for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Bk, D>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Touch);
+    model
+}
+
+/// One synthetic sequence.
+#[derive(Clone, Debug)]
+struct Sequence {
+    features: Vec<f32>,
+    in_degree: Vec<i64>,
+    out_degree: Vec<i64>,
+    distance: Vec<i64>,
+    padding: Vec<bool>,
+    labels: Vec<i64>,
+    weight: Vec<f32>,
+}
+
+/// Random sequences of `seq_len` nodes, some with padded tails, each node a training node with
+/// probability 1/2.
+pub struct Synthetic {
+    seq_len: usize,
+    sequences: Vec<Sequence>,
+    /// Sequence whose batch fails (tests of error reporting).
+    pub failing: Option<usize>,
+}
+
+impl Synthetic {
+    pub fn new(count: usize, seq_len: usize, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let buckets = MAX_DISTANCE as u64 + 2;
+        let sequences = (0..count)
+            .map(|i| {
+                let real = if i % 3 == 1 { seq_len - 1 - (i % 4) } else { seq_len };
+                let padding: Vec<bool> = (0..seq_len).map(|p| p >= real).collect();
+                let weight = (0..seq_len)
+                    .map(|p| if p < real && rng.below(2) == 0 { 1.0 } else { 0.0 })
+                    .collect();
+                Sequence {
+                    features: (0..seq_len * FEATURES).map(|_| rng.uniform(1.0)).collect(),
+                    in_degree: (0..seq_len).map(|_| rng.below(12) as i64).collect(),
+                    out_degree: (0..seq_len).map(|_| rng.below(12) as i64).collect(),
+                    distance: (0..seq_len * seq_len)
+                        .map(|j| {
+                            if j / seq_len == j % seq_len {
+                                0
+                            } else {
+                                1 + rng.below(buckets - 1) as i64
+                            }
+                        })
+                        .collect(),
+                    padding,
+                    labels: (0..seq_len).map(|_| rng.below(CLASSES as u64) as i64).collect(),
+                    weight,
+                }
+            })
+            .collect();
+        Self {
+            seq_len,
+            sequences,
+            failing: None,
+        }
+    }
+
+    pub fn shared(self) -> Arc<dyn BatchSource<B>> {
+        Arc::new(self)
+    }
+}
+
+impl<Bk: Backend> BatchSource<Bk> for Synthetic {
+    fn batch(&self, sequences: &[usize], device: &Bk::Device) -> Result<TrainBatch<Bk>, String> {
+        let s = self.seq_len;
+        let n = sequences.len();
+        let mut picked = Vec::with_capacity(n);
+        for &i in sequences {
+            if self.failing == Some(i) {
+                return Err(format!("sequence {i} cannot be loaded (test)"));
+            }
+            picked.push(
+                self.sequences
+                    .get(i)
+                    .ok_or_else(|| format!("sequence {i} out of range"))?,
+            );
+        }
+        let floats = |f: &dyn Fn(&Sequence) -> &Vec<f32>| -> Vec<f32> {
+            picked.iter().flat_map(|q| f(q).iter().copied()).collect()
+        };
+        let ints = |f: &dyn Fn(&Sequence) -> &Vec<i64>| -> Vec<i64> {
+            picked.iter().flat_map(|q| f(q).iter().copied()).collect()
+        };
+        let padding: Vec<bool> = picked.iter().flat_map(|q| q.padding.iter().copied()).collect();
+        Ok(TrainBatch {
+            graph: GraphBatch {
+                input: NodeInput::Features(Tensor::from_data(
+                    TensorData::new(floats(&|q| &q.features), [n, s, FEATURES]),
+                    device,
+                )),
+                in_degree: Tensor::from_data(TensorData::new(ints(&|q| &q.in_degree), [n, s]), device),
+                out_degree: Tensor::from_data(
+                    TensorData::new(ints(&|q| &q.out_degree), [n, s]),
+                    device,
+                ),
+                distance: Tensor::from_data(
+                    TensorData::new(ints(&|q| &q.distance), [n, s, s]),
+                    device,
+                ),
+                padding: Tensor::from_data(TensorData::new(padding, [n, s]), device),
+            },
+            labels: Tensor::from_data(TensorData::new(ints(&|q| &q.labels), [n, s]), device),
+            train_weight: Tensor::from_data(TensorData::new(floats(&|q| &q.weight), [n, s]), device),
+        })
+    }
+
+    fn train_nodes(&self, sequences: &[usize]) -> usize {
+        sequences
+            .iter()
+            .filter_map(|&i| self.sequences.get(i))
+            .map(|q| q.weight.iter().filter(|&&w| w > 0.0).count())
+            .sum()
+    }
+}
+
+/// The single-device trainer's loss: masked cross-entropy over the training nodes.
+pub fn masked_cross_entropy<Bk: Backend>(
+    logits: Tensor<Bk, 3>,
+    labels: Tensor<Bk, 2, Int>,
+    weight: Tensor<Bk, 2>,
+    count: usize,
+) -> Tensor<Bk, 1> {
+    let log_probs = log_softmax(logits, 2);
+    let picked = log_probs.gather(2, labels.unsqueeze_dim(2)).squeeze_dim::<2>(2);
+    (picked * weight).sum().neg() / count as f64
+}
+
+/// Single-device training as in `megagraph-train`: one forward over the whole batch, AdamW.
+pub fn single_device(
+    model: GraphTransformer<Inner>,
+    source: &Synthetic,
+    steps: &[Vec<usize>],
+    lr: f64,
+    optimizer: &AdamWConfig,
+) -> (Vec<f64>, GraphTransformer<Inner>) {
+    let device = Default::default();
+    let mut model = GraphTransformer::<B>::from_inner(model);
+    let mut optim = optimizer.init::<B, GraphTransformer<B>>();
+    let mut losses = Vec::new();
+    for sequences in steps {
+        let batch = BatchSource::<B>::batch(source, sequences, &device).unwrap_or_else(|e| panic!("{e}"));
+        let count = BatchSource::<B>::train_nodes(source, sequences);
+        let logits = model.forward(batch.graph);
+        let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, count);
+        losses.push(loss.clone().into_scalar().elem::<f64>());
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(lr, model, grads);
+    }
+    (losses, model.valid())
+}
+
+/// Every float parameter of a module as host vectors, in visiting order, with its path.
+pub fn parameters<Bk: Backend, M: Module<Bk>>(module: &M) -> Vec<(String, Vec<f32>)> {
+    struct Collect {
+        path: Vec<String>,
+        out: Vec<(String, Vec<f32>)>,
+    }
+    impl<Bk: Backend> ModuleVisitor<Bk> for Collect {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Bk, D>>) {
+            let values = param.val().into_data().iter::<f32>().collect();
+            self.out.push((self.path.join("."), values));
+        }
+    }
+    let mut collect = Collect {
+        path: Vec::new(),
+        out: Vec::new(),
+    };
+    module.visit(&mut collect);
+    collect.out
+}
+
+/// `‖a − b‖₂ / max(‖b‖₂, 1e-12)`.
+pub fn relative(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    let diff: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let norm: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt();
+    diff / norm.max(1e-12)
+}
+
+/// The largest relative difference over the parameters of two models, and where it is.
+pub fn max_parameter_difference<Bk: Backend>(
+    a: &GraphTransformer<Bk>,
+    b: &GraphTransformer<Bk>,
+) -> (f64, String) {
+    let pa = parameters(a);
+    let pb = parameters(b);
+    assert_eq!(pa.len(), pb.len(), "different parameter counts");
+    pa.iter()
+        .zip(&pb)
+        .map(|((name, x), (_, y))| (relative(x, y), name.clone()))
+        .fold((0.0, String::new()), |acc, cur| if cur.0 > acc.0 { cur } else { acc })
+}

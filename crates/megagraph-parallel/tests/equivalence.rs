@@ -1,0 +1,122 @@
+//! A parallel run of three optimizer steps equals the single-device run from the same
+//! parameters, for every mesh with `pp * cp * dp <= 4`.
+
+mod common;
+
+use std::time::Duration;
+
+use burn::optim::AdamWConfig;
+use common::{B, Synthetic, max_parameter_difference, model, single_device};
+use megagraph_parallel::{ParallelConfig, ParallelTrainer, TrainerOptions};
+
+const LAYERS: usize = 4;
+const SEQ_LEN: usize = 16;
+const SEQUENCES: usize = 36;
+const PER_STEP: usize = 12;
+const LR: f64 = 1e-2;
+
+fn steps() -> Vec<Vec<usize>> {
+    vec![
+        (0..12).collect(),
+        (12..24).collect(),
+        vec![30, 2, 25, 7, 33, 18, 5, 11, 27, 35, 0, 21],
+    ]
+}
+
+fn optimizer() -> AdamWConfig {
+    AdamWConfig::new().with_weight_decay(0.01)
+}
+
+/// Runs `config` and compares with the single-device run.
+fn check(config: ParallelConfig) {
+    let initial = model(LAYERS, 7);
+    let steps = steps();
+    let reference = Synthetic::new(SEQUENCES, SEQ_LEN, 11);
+    let (expected_losses, expected_model) =
+        single_device(initial.clone(), &reference, &steps, LR, &optimizer());
+
+    let options = TrainerOptions::new(SEQ_LEN, PER_STEP)
+        .with_optimizer(optimizer())
+        .with_timeout(Duration::from_secs(60));
+    let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).shared();
+    let mut trainer =
+        ParallelTrainer::<B>::new(config.clone(), initial, source, options, vec![Default::default()])
+            .unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    for (step, sequences) in steps.iter().enumerate() {
+        let output = trainer
+            .step(sequences, LR)
+            .unwrap_or_else(|e| panic!("{config:?} step {step}: {e}"));
+        let expected = expected_losses[step];
+        let rel = (output.loss - expected).abs() / expected.abs();
+        assert!(
+            rel <= 1e-5,
+            "{config:?} step {step}: loss {} vs single-device {expected} (rel {rel:e})",
+            output.loss
+        );
+        assert_eq!(output.ranks.len(), config.world_size());
+        for report in &output.ranks {
+            assert!(
+                report.max_in_flight <= config.pp - report.coord.stage,
+                "{config:?}: stage {} held {} micro-batches",
+                report.coord.stage,
+                report.max_in_flight
+            );
+        }
+    }
+    let trained = trainer.model().unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    let (diff, name) = max_parameter_difference(&trained, &expected_model);
+    assert!(
+        diff <= 1e-4,
+        "{config:?}: parameter {name} differs by {diff:e} (relative)"
+    );
+    // every replica applied the same update
+    let other = trainer
+        .replica_model(config.cp - 1, config.dp - 1)
+        .unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    let (diff, name) = max_parameter_difference(&other, &trained);
+    assert!(diff <= 1e-6, "{config:?}: replicas disagree on {name} by {diff:e}");
+    println!("{config:?}: ok");
+}
+
+fn config(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[usize]) -> ParallelConfig {
+    ParallelConfig {
+        pp,
+        cp,
+        dp,
+        micro_batches,
+        stage_layers: stage_layers.to_vec(),
+    }
+}
+
+#[test]
+fn single_rank_matches() {
+    check(config(1, 1, 1, 1, &[4]));
+    // micro-batching alone (gradient accumulation) changes nothing either
+    check(config(1, 1, 1, 3, &[4]));
+}
+
+#[test]
+fn two_ranks_match() {
+    check(config(2, 1, 1, 2, &[2, 2]));
+    check(config(1, 2, 1, 1, &[4]));
+    check(config(1, 1, 2, 2, &[4]));
+}
+
+#[test]
+fn three_ranks_match() {
+    // heterogeneous stages
+    check(config(3, 1, 1, 3, &[1, 1, 2]));
+    // 16 nodes padded to 18 for three blocks
+    check(config(1, 3, 1, 1, &[4]));
+    check(config(1, 1, 3, 2, &[4]));
+}
+
+#[test]
+fn four_ranks_match() {
+    check(config(4, 1, 1, 4, &[1, 1, 1, 1]));
+    check(config(2, 2, 1, 2, &[1, 3]));
+    check(config(2, 1, 2, 3, &[3, 1]));
+    check(config(1, 2, 2, 2, &[4]));
+    check(config(1, 4, 1, 1, &[4]));
+    check(config(1, 1, 4, 3, &[4]));
+}
