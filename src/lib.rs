@@ -11,6 +11,22 @@
 //! - [`parallel`]: the pp×cp×dp device mesh;
 //! - [`planner`]: Profile → Model → Search of parallel plans;
 //! - [`train`]: training, configuration and the `megagraph` command line.
+//!
+//! Training from Rust:
+//!
+//! ```no_run
+//! use burn::backend::{Autodiff, Flex};
+//! use megagraph::train::{NodeClassificationTrainer, Quiet, TrainConfig, prepare};
+//!
+//! let mut config = TrainConfig::default(); // the built-in synthetic graph
+//! config.data.dataset = Some("../shared/datasets/cora".into());
+//! let data = prepare(&config)?; // load, sequences, distance indexes
+//! let outcome = NodeClassificationTrainer::new(&config, &data)
+//!     .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)?;
+//! println!("test accuracy {:.3}", outcome.report.test_accuracy);
+//! let model = outcome.model; // a Burn module: GraphTransformer<Flex>
+//! # Ok::<(), megagraph::train::TrainError>(())
+//! ```
 
 pub use megagraph_graph as graph;
 pub use megagraph_kernels as kernels;

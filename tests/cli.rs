@@ -48,6 +48,17 @@ fn train_writes_metrics_with_every_field() {
 #[test]
 fn a_missing_dataset_is_an_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    // Everything but raw/edge.csv.
+    write("raw/num-node-list.csv", "3\n");
+    write("raw/node-label.csv", "0\n1\n0\n");
+    for split in ["train", "valid", "test"] {
+        write(&format!("split/s/{split}.csv"), "0\n");
+    }
     let output = megagraph(&["train", "--dataset", dir.path().to_str().unwrap(), "--no-cache"]);
     assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);

@@ -11,7 +11,9 @@
 //! parallelism), using the log-sum-exp.
 //!
 //! Backends join through [`GraphAttentionBackend`]; its default methods are a reference
-//! implementation with Burn tensor ops that works everywhere.
+//! implementation with Burn tensor ops that works everywhere (Flex implements it so). With the
+//! `wgpu` or `cuda` feature, `CubeBackend` (hence `burn::backend::Wgpu` / `Cuda` while Burn's
+//! `fusion` feature is off) runs the op as CubeCL kernels instead.
 
 #![warn(missing_docs)]
 

@@ -41,6 +41,10 @@ struct TileDistance<B: Backend> {
     column_offset: usize,
 }
 
+/// Bucket indices of one key tile: a flat `[q_len · tile]` index per batch element, or `None`
+/// without a distance bias.
+type TileBuckets<B> = Option<Vec<Tensor<B, 1, Int>>>;
+
 /// The inputs of the tile loop as tensors.
 struct Tiles<B: Backend> {
     /// Pre-scaled queries `scale · q`, `[batch, heads, q_len, head_dim]`.
@@ -100,7 +104,7 @@ impl<B: Backend> Tiles<B> {
 
     /// Bucket indices of the tile, one `[q_len · tile]` tensor (row-major over `[q_len, tile]`)
     /// per batch element, if there is a distance bias.
-    fn tile_buckets(&self, j0: usize, j1: usize) -> Option<Vec<Tensor<B, 1, Int>>> {
+    fn tile_buckets(&self, j0: usize, j1: usize) -> TileBuckets<B> {
         self.distance.as_ref().map(|d| {
             let c0 = d.column_offset;
             (0..self.batch)
@@ -119,8 +123,7 @@ impl<B: Backend> Tiles<B> {
     ///
     /// The table is gathered per batch element so that every result is contiguous in
     /// `[heads, q_len, tile]` order (a permuted view would make the later additions slow).
-    #[allow(clippy::type_complexity)]
-    fn bias(&self, j0: usize, j1: usize) -> (Option<Tensor<B, 4>>, Option<Vec<Tensor<B, 1, Int>>>) {
+    fn bias(&self, j0: usize, j1: usize) -> (Option<Tensor<B, 4>>, TileBuckets<B>) {
         let (b, h, nq, t) = (self.batch, self.heads, self.q_len, j1 - j0);
         let buckets = self.tile_buckets(j0, j1);
         let distance = match (&self.distance, &buckets) {

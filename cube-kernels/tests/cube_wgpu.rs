@@ -31,15 +31,31 @@ fn device() -> WgpuDevice {
 
 /// Output, lse and the gradients (q, k, v, table, dense) of
 /// `Σ out∘r_out + Σ lse∘r_lse` (rows with a visible key) on the autodiff backend `A`.
+///
+/// With `permuted`, `q` reaches the op as a non-contiguous view (`[batch, q_len, heads, head_dim]`
+/// storage with dims 1 and 2 swapped, as a model splitting heads produces it).
 fn run<A: GraphAttentionBackend + AutodiffBackend>(
     case: &Case,
     device: &A::Device,
     block_size: usize,
     r_out: &[f32],
     r_lse: &[f32],
+    permuted: bool,
 ) -> Vec<Vec<f64>> {
     let d = case.dims;
-    let q = common::tensor::<A, 4>(&case.q, case.q_shape(), device).require_grad();
+    let q_leaf = if permuted {
+        let stored = common::tensor::<A, 4>(&case.q, case.q_shape(), device)
+            .swap_dims(1, 2)
+            .into_data();
+        Tensor::<A, 4>::from_data(stored, device).require_grad()
+    } else {
+        common::tensor::<A, 4>(&case.q, case.q_shape(), device).require_grad()
+    };
+    let q = if permuted {
+        q_leaf.clone().swap_dims(1, 2)
+    } else {
+        q_leaf.clone()
+    };
     let k = common::tensor::<A, 4>(&case.k, case.kv_shape(), device).require_grad();
     let v = common::tensor::<A, 4>(&case.v, case.kv_shape(), device).require_grad();
     let mut bias = case.bias::<A>(device);
@@ -49,7 +65,10 @@ fn run<A: GraphAttentionBackend + AutodiffBackend>(
     bias.dense = bias.dense.map(|t| t.require_grad());
     let table = bias.distance.as_ref().map(|dist| dist.table.clone());
     let dense = bias.dense.clone();
-    let options = AttentionOptions { scale: Some(case.scale), block_size };
+    let options = AttentionOptions {
+        scale: Some(case.scale),
+        block_size,
+    };
     let result = graph_attention(q.clone(), k.clone(), v.clone(), bias, &options)
         .unwrap_or_else(|e| panic!("{e}"));
     let unseen = Tensor::<A, 3, Bool>::from_data(
@@ -62,12 +81,20 @@ fn run<A: GraphAttentionBackend + AutodiffBackend>(
             * common::tensor::<A, 3>(r_lse, [d.batch, d.heads, d.q_len], device))
         .sum();
     let grads = loss.backward();
-    let grad4 = |t: &Tensor<A, 4>| values(t.grad(&grads).unwrap_or_else(|| panic!("missing gradient")));
-    found.push(grad4(&q));
+    let grad4 =
+        |t: &Tensor<A, 4>| values(t.grad(&grads).unwrap_or_else(|| panic!("missing gradient")));
+    let d_q = q_leaf
+        .grad(&grads)
+        .unwrap_or_else(|| panic!("missing q gradient"));
+    found.push(values(if permuted { d_q.swap_dims(1, 2) } else { d_q }));
     found.push(grad4(&k));
     found.push(grad4(&v));
     if let Some(table) = table {
-        found.push(values(table.grad(&grads).unwrap_or_else(|| panic!("missing table gradient"))));
+        found.push(values(
+            table
+                .grad(&grads)
+                .unwrap_or_else(|| panic!("missing table gradient")),
+        ));
     }
     if let Some(dense) = dense {
         found.push(grad4(&dense));
@@ -75,12 +102,12 @@ fn run<A: GraphAttentionBackend + AutodiffBackend>(
     found
 }
 
-fn compare(case: &Case, seed: u64, rng: &mut rand_chacha::ChaCha8Rng) {
+fn compare(case: &Case, seed: u64, rng: &mut rand_chacha::ChaCha8Rng, permuted: bool) {
     let d = case.dims;
     let r_out = uniform(rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
     let r_lse = uniform(rng, d.batch * d.heads * d.q_len, 1.0);
-    let flex = run::<Autodiff<Flex>>(case, &Default::default(), 16, &r_out, &r_lse);
-    let wgpu = run::<Autodiff<Wgpu>>(case, &device(), 16, &r_out, &r_lse);
+    let flex = run::<Autodiff<Flex>>(case, &Default::default(), 16, &r_out, &r_lse, false);
+    let wgpu = run::<Autodiff<Wgpu>>(case, &device(), 16, &r_out, &r_lse, permuted);
     let mut names = vec!["output", "lse", "dq", "dk", "dv"];
     if case.index.is_some() {
         names.push("dtable");
@@ -110,10 +137,15 @@ fn wgpu_kernels_match_flex_reference() {
             total_k_len: 45,
             column_offset: 5,
         },
-        Features { distance: true, dense: true, mask: true, all_masked_batch: true },
+        Features {
+            distance: true,
+            dense: true,
+            mask: true,
+            all_masked_batch: true,
+        },
     );
-    compare(&all, seed, &mut rng);
-    // distance bias only, permuted (non-contiguous) inputs come from the autodiff slicing too
+    compare(&all, seed, &mut rng, false);
+    // distance bias only, queries as a permuted (non-contiguous) view
     let distance_only = Case::random(
         &mut rng,
         Dims {
@@ -126,18 +158,44 @@ fn wgpu_kernels_match_flex_reference() {
             total_k_len: 9,
             column_offset: 0,
         },
-        Features { distance: true, dense: false, mask: false, all_masked_batch: false },
+        Features {
+            distance: true,
+            dense: false,
+            mask: false,
+            all_masked_batch: false,
+        },
     );
-    compare(&distance_only, seed, &mut rng);
+    compare(&distance_only, seed, &mut rng, true);
 }
 
 #[test]
 fn wgpu_index_dtype_is_supported() {
     let device = device();
-    let index = megagraph_kernels::DistanceBias::<Wgpu>::index_from_u8(vec![1, 2, 3, 4], [1, 2, 2], &device)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let index = megagraph_kernels::DistanceBias::<Wgpu>::index_from_u8(
+        vec![1, 2, 3, 4],
+        [1, 2, 2],
+        &device,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let dtype = index.dtype();
-    assert!(<Wgpu as Backend>::supports_dtype(&device, dtype), "index dtype {dtype:?}");
+    assert!(
+        <Wgpu as Backend>::supports_dtype(&device, dtype),
+        "index dtype {dtype:?}"
+    );
     let back: Vec<i64> = index.into_data().iter::<i64>().collect();
     assert_eq!(back, vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn burn_wgpu_alias_runs_the_kernels() {
+    // `burn::backend::Wgpu` is the plain `CubeBackend` here (burn's `fusion` feature is off), so
+    // models on `Wgpu` get the kernels rather than a fused fallback.
+    fn backend_name<B: GraphAttentionBackend>() -> &'static str {
+        core::any::type_name::<B>()
+    }
+    let name = backend_name::<burn::backend::Wgpu>();
+    assert!(
+        name.contains("CubeBackend") && !name.contains("Fusion"),
+        "{name}"
+    );
 }

@@ -1,7 +1,7 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::{Bool, Distribution, Tensor, backend::Backend};
 use megagraph_kernels::GraphAttentionBackend;
 
 use crate::encoders::{
@@ -45,12 +45,16 @@ pub struct GraphTransformerConfig {
     #[config(default = 4)]
     pub max_distance: u8,
     /// Initial decay of the spatial bias per hop (see [`SpatialEncodingConfig::initial_decay`]).
-    /// Default: 0.5.
-    #[config(default = 0.5)]
+    /// Default: 2.0.
+    #[config(default = 2.0)]
     pub spatial_initial_decay: f64,
     /// Key tile of the attention op. Default: 128.
     #[config(default = 128)]
     pub block_size: usize,
+    /// Attention key dropout: while training, each layer hides each key node from all queries
+    /// with this probability (a mask on keys, so it costs no `[seq, seq]` memory). Default: 0.0.
+    #[config(default = 0.0)]
+    pub key_dropout: f64,
 }
 
 /// A Graphormer-style Graph Transformer for node classification.
@@ -68,6 +72,8 @@ pub struct GraphTransformer<B: Backend> {
     pub norm: LayerNorm<B>,
     /// Node classifier.
     pub classifier: Linear<B>,
+    /// Attention key dropout probability (see [`GraphTransformerConfig::key_dropout`]).
+    pub key_dropout: f64,
 }
 
 impl GraphTransformerConfig {
@@ -99,6 +105,7 @@ impl GraphTransformerConfig {
             layers: (0..self.num_layers).map(|_| layer.init(device)).collect(),
             norm: LayerNormConfig::new(self.hidden).init(device),
             classifier: LinearConfig::new(self.hidden, self.num_classes).init(device),
+            key_dropout: self.key_dropout,
         }
     }
 }
@@ -124,8 +131,19 @@ impl<B: GraphAttentionBackend> GraphTransformer<B> {
     /// Applies the layers in `layers` (a range of layer indices) to `x`, `[batch, seq, hidden]`.
     pub fn forward_layers(&self, x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>) -> Tensor<B, 3> {
         self.layers[layers].iter().fold(x, |x, layer| {
-            layer.forward(x, self.spatial.bias(batch.distance.clone()), batch.padding.clone())
+            layer.forward(x, self.spatial.bias(batch.distance.clone()), self.key_mask(batch))
         })
+    }
+
+    /// The key mask of one layer: padding, plus keys hidden by key dropout while training.
+    fn key_mask(&self, batch: &GraphBatch<B>) -> Tensor<B, 2, Bool> {
+        let device = batch.device();
+        if self.key_dropout <= 0.0 || !B::ad_enabled(&device) {
+            return batch.padding.clone();
+        }
+        let shape = [batch.batch_size(), batch.seq_len()];
+        let hidden = Tensor::<B, 2>::random(shape, Distribution::Bernoulli(self.key_dropout), &device).equal_elem(1.0);
+        batch.padding.clone().bool_or(hidden)
     }
 
     /// Final norm and classifier: `[batch, seq, hidden]` → `[batch, seq, num_classes]`.

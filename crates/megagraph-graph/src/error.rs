@@ -141,8 +141,8 @@ pub enum LoadError {
         /// The offending text.
         value: String,
     },
-    /// A class label is negative but not -1 (the "unlabelled" marker).
-    #[error("{}:{line}: invalid label {label}: labels are class ids >= 0 or -1 (unlabelled)", path.display())]
+    /// A class label is negative but not -1 (the "unlabelled" marker), or above `i32::MAX`.
+    #[error("{}:{line}: invalid label {label}: labels are class ids in 0..=2147483647 or -1 (unlabelled)", path.display())]
     InvalidLabel {
         /// The file.
         path: PathBuf,

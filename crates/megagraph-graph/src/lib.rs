@@ -14,6 +14,8 @@
 //!
 //! This crate has no tensor-library dependency; everything is plain `Vec`s.
 
+#![warn(missing_docs)]
+
 pub mod dataset;
 pub mod distance;
 pub mod error;

@@ -314,6 +314,18 @@ fn negative_labels_other_than_minus_one() {
         "{err}"
     );
     assert_eq!(file_of(&err), "node-label.csv.gz");
+    // Class ids beyond i32::MAX (would overflow `max + 1`).
+    write(
+        dir.path(),
+        "raw/node-label.csv",
+        b"0\n9223372036854775807\n1\n1\n1\n",
+        true,
+    );
+    let err = load(dir.path()).unwrap_err();
+    assert!(
+        matches!(err, LoadError::InvalidLabel { line: 2, .. }),
+        "{err}"
+    );
 }
 
 #[test]

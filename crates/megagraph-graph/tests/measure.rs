@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use megagraph_graph::{
-    CsbmConfig, LoadOptions, PowerLawConfig, SequenceStrategy, edge_cut, load_ogb, node_sequences,
+    CsbmConfig, DistanceScope, LoadOptions, PowerLawConfig, SequenceStrategy, distance_indexes,
+    edge_cut, load_ogb, node_sequences,
 };
 
 fn data_dir() -> Option<PathBuf> {
@@ -152,4 +153,32 @@ fn arxiv_sized_load_time() {
     assert_eq!(parsed, cached);
     assert_eq!(parsed.graph.num_input_edges(), m as u64);
     assert_eq!(parsed.feature_dim(), dim);
+}
+
+#[test]
+#[ignore = "measurement; prints distance-index timings"]
+fn distance_index_time() {
+    let Some(dir) = data_dir() else { return };
+    for name in ["cora", "amazon-photo"] {
+        let ds = load_ogb(&dir.join(name), &LoadOptions::default()).expect(name);
+        for strategy in [SequenceStrategy::Locality, SequenceStrategy::Random] {
+            let seqs = node_sequences(&ds.graph, 256, strategy, 0);
+            for scope in [DistanceScope::Graph, DistanceScope::Induced] {
+                let start = Instant::now();
+                let idx = distance_indexes(&ds.graph, &seqs, 5, scope).expect("distances");
+                let took = start.elapsed();
+                let pairs: usize = idx.iter().map(|i| i.as_bytes().len()).sum();
+                let near = idx
+                    .iter()
+                    .flat_map(|i| i.as_bytes())
+                    .filter(|&&d| d <= 5)
+                    .count();
+                println!(
+                    "{name} {strategy:?} {scope:?} max_distance=5: {} sequences, {pairs} pairs ({:.1}% within 5 hops) in {took:.2?}",
+                    idx.len(),
+                    100.0 * near as f64 / pairs as f64
+                );
+            }
+        }
+    }
 }

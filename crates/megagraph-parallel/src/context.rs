@@ -15,15 +15,20 @@
 //! (one more hop). The gradients of Q and of the table stay local; the table's partial
 //! gradients of all positions are summed by the data x context gradient all-reduce.
 //!
+//! A position blocked in the ring backward holds its autodiff graph's lock, and Burn 0.21
+//! locks every graph at the end of any `backward()`; [`RingEndpoint::barrier`] keeps that from
+//! turning into a deadlock when a pipeline also makes ranks wait on each other.
+//!
 //! All positions of a ring must run the same calls in the same order (same layers, same
 //! micro-batches); every message is tagged with its [`RingCall`], phase and hop, and a mismatch
 //! is reported as [`ParallelError::OutOfOrder`] instead of silently mixing blocks.
 
 use core::marker::PhantomData;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -32,9 +37,9 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor};
-use burn::tensor::{Bool, Tensor, TensorPrimitive};
+use burn::tensor::{Tensor, TensorPrimitive};
 use megagraph_kernels::{
-    AttentionError, AttentionOptions, AttentionOutput, DistanceBias, DistanceBiasPrimitive,
+    AttentionBias, AttentionError, AttentionOptions, AttentionOutput, DistanceBiasPrimitive,
     GraphAttentionAutodiffBackend, GraphAttentionBackend, GraphAttentionInputs, merge_partials,
 };
 
@@ -58,6 +63,7 @@ pub struct RingCall {
 enum Phase {
     Forward,
     Backward,
+    Barrier,
 }
 
 /// Tag of one ring message.
@@ -117,6 +123,8 @@ pub struct RingEndpoint<B: Backend> {
     prev: Mutex<Receiver<RingMessage<B>>>,
     control: Arc<Control>,
     failure: Mutex<Option<ParallelError>>,
+    /// Time spent waiting for the previous position, in nanoseconds.
+    waited_nanos: AtomicU64,
 }
 
 impl<B: Backend> fmt::Debug for RingEndpoint<B> {
@@ -162,6 +170,7 @@ impl<B: Backend> RingEndpoint<B> {
                     prev: Mutex::new(prev),
                     control: control.clone(),
                     failure: Mutex::new(None),
+                    waited_nanos: AtomicU64::new(0),
                 })
             })
             .collect()
@@ -182,6 +191,11 @@ impl<B: Backend> RingEndpoint<B> {
         self.rank
     }
 
+    /// Total time this endpoint spent waiting for ring messages, in seconds.
+    pub fn waited_seconds(&self) -> f64 {
+        self.waited_nanos.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
     /// Stops every endpoint of this ring (their waits return [`ParallelError::Aborted`]).
     pub fn abort(&self) {
         self.control.abort();
@@ -195,13 +209,52 @@ impl<B: Backend> RingEndpoint<B> {
     }
 
     fn record_failure(&self, error: ParallelError) {
-        log::error!("rank {}: ring attention backward failed: {error}", self.rank);
+        log::error!(
+            "rank {}: ring attention backward failed: {error}",
+            self.rank
+        );
         self.control.abort();
         if let Ok(mut slot) = self.failure.lock()
             && slot.is_none()
         {
             *slot = Some(error);
         }
+    }
+
+    /// Returns once every position of the ring has called `barrier` for `call` (`size - 1`
+    /// rounds of empty messages around the ring: after round `t` a position knows that the
+    /// `t + 1` positions before it arrived).
+    ///
+    /// Call it right before a `backward()` whose graph holds ring attention when anything else
+    /// can make a ring peer wait (a pipeline stage waiting for its gradient). Burn 0.21's
+    /// autodiff locks every live graph, one after the other, at the end of each `backward()`
+    /// (orphan cleanup), so a position blocked in a ring backward holds its graph's lock; if a
+    /// peer were still waiting for a rank that is itself stuck in that cleanup, the three would
+    /// deadlock. Once every peer passed the barrier, a ring backward only waits on peers that
+    /// are already inside theirs.
+    ///
+    /// # Errors
+    ///
+    /// A communication failure (lost peer, abort, timeout, out-of-order message).
+    pub fn barrier(&self, call: RingCall) -> Result<(), ParallelError> {
+        for hop in 0..self.size.saturating_sub(1) {
+            let tag = RingTag {
+                call,
+                phase: Phase::Barrier,
+                hop,
+            };
+            let empty = Block {
+                owner: self.position,
+                k: None,
+                v: None,
+                mask: None,
+                dk: None,
+                dv: None,
+            };
+            self.send(tag, empty)?;
+            self.receive(tag)?;
+        }
+        Ok(())
     }
 
     fn send(&self, tag: RingTag, block: Block<B>) -> Result<(), ParallelError> {
@@ -214,11 +267,18 @@ impl<B: Backend> RingEndpoint<B> {
     }
 
     fn receive(&self, tag: RingTag) -> Result<Block<B>, ParallelError> {
-        let prev = self.prev.lock().map_err(|_| ParallelError::WorkerPanicked {
-            rank: self.rank,
-            message: "ring receiver lock poisoned".into(),
-        })?;
-        let message = receive(&prev, &self.control, self.rank, || tag.to_string())?;
+        let prev = self
+            .prev
+            .lock()
+            .map_err(|_| ParallelError::WorkerPanicked {
+                rank: self.rank,
+                message: "ring receiver lock poisoned".into(),
+            })?;
+        let started = Instant::now();
+        let message = receive(&prev, &self.control, self.rank, || tag.to_string());
+        self.waited_nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let message = message?;
         if message.tag != tag {
             return Err(ParallelError::OutOfOrder {
                 rank: self.rank,
@@ -322,13 +382,17 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
         call: RingCall,
     ) -> Result<FloatTensor<Self>, ParallelError> {
         let Some(distance) = inputs.distance else {
-            return Err(ParallelError::Attention {
+            return Err(ParallelError::Unsupported {
                 rank: ring.rank,
-                source: AttentionError::IndexData(
-                    "ring attention needs a distance bias".to_string(),
-                ),
+                what: "ring attention without a distance bias",
             });
         };
+        if inputs.dense.is_some() {
+            return Err(ParallelError::Unsupported {
+                rank: ring.rank,
+                what: "a dense attention bias in ring attention",
+            });
+        }
         let nodes = [
             inputs.q.node.clone(),
             inputs.k.node.clone(),
@@ -446,7 +510,10 @@ fn ring_forward<B: GraphAttentionBackend>(
             ring.send(tag, block.clone())?;
         }
         let k = block.k.clone().ok_or_else(|| missing(ring.rank, "keys"))?;
-        let v = block.v.clone().ok_or_else(|| missing(ring.rank, "values"))?;
+        let v = block
+            .v
+            .clone()
+            .ok_or_else(|| missing(ring.rank, "values"))?;
         let packed: Tensor<B, 4> =
             float(B::graph_attention_forward(hop_inputs(local, &block, k, v)));
         parts.push(unpack(packed));
@@ -527,8 +594,14 @@ fn ring_backward<B: GraphAttentionBackend>(
         if let Some(table) = grads.table {
             d_table = add(d_table, table);
         }
-        let dk = block.dk.take().ok_or_else(|| missing(ring.rank, "key gradients"))?;
-        let dv = block.dv.take().ok_or_else(|| missing(ring.rank, "value gradients"))?;
+        let dk = block
+            .dk
+            .take()
+            .ok_or_else(|| missing(ring.rank, "key gradients"))?;
+        let dv = block
+            .dv
+            .take()
+            .ok_or_else(|| missing(ring.rank, "value gradients"))?;
         let dk = primitive(add::<B, 4>(float(dk), grads.k));
         let dv = primitive(add::<B, 4>(float(dv), grads.v));
         if ring.size == 1 {
@@ -563,8 +636,12 @@ fn ring_backward<B: GraphAttentionBackend>(
     }
     Ok(RingGrads {
         q: primitive(d_q),
-        k: block.dk.ok_or_else(|| missing(ring.rank, "key gradients"))?,
-        v: block.dv.ok_or_else(|| missing(ring.rank, "value gradients"))?,
+        k: block
+            .dk
+            .ok_or_else(|| missing(ring.rank, "key gradients"))?,
+        v: block
+            .dv
+            .ok_or_else(|| missing(ring.rank, "value gradients"))?,
         table: primitive(d_table),
     })
 }
@@ -572,10 +649,12 @@ fn ring_backward<B: GraphAttentionBackend>(
 /// Exact biased attention of this ring position's queries over the whole sequence.
 ///
 /// - `q`, `k`, `v`: this position's block, `[batch, heads, block, head_dim]`
-/// - `distance`: this position's index ROWS, `[batch, block, block * ring size]` (its
-///   `column_offset` is ignored: each hop sets the offset of the block it holds), and the table
-///   `[buckets, heads]`
-/// - `key_padding_mask`: this position's block, `[batch, block]`, `true` = padding
+/// - `bias.distance` (required): this position's index ROWS, `[batch, block, block * ring
+///   size]` (its `column_offset` is ignored: each hop sets the offset of the block it holds),
+///   and the table `[buckets, heads]`
+/// - `bias.key_padding_mask` (optional): this position's block, `[batch, block]`,
+///   `true` = padding; it travels the ring with the block's keys
+/// - `bias.dense`: not supported
 /// - returns the output `[batch, heads, block, head_dim]` and log-sum-exp `[batch, heads, block]`
 ///   over all keys, equal to [`graph_attention`](megagraph_kernels::graph_attention) on the whole
 ///   sequence restricted to this block's rows.
@@ -586,34 +665,47 @@ fn ring_backward<B: GraphAttentionBackend>(
 ///
 /// # Errors
 ///
-/// [`ParallelError::Attention`] for inconsistent shapes, a communication error otherwise.
+/// [`ParallelError::Attention`] for inconsistent shapes, [`ParallelError::Unsupported`] without
+/// a distance bias or with a dense bias, a communication error otherwise.
 pub fn ring_attention<B: ContextParallelBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
-    distance: DistanceBias<B>,
-    key_padding_mask: Tensor<B, 2, Bool>,
+    bias: AttentionBias<B>,
     options: &AttentionOptions,
     ring: &Arc<RingEndpoint<B::InnerBackend>>,
     call: RingCall,
 ) -> Result<AttentionOutput<B>, ParallelError> {
     let rank = ring.rank;
     let fail = |source: AttentionError| ParallelError::Attention { rank, source };
-    let [batch, heads, block, head_dim] = q.dims();
-    let expect = |tensor: &'static str, actual: Vec<usize>, expected: Vec<(&'static str, usize)>| {
-        for (&size, (dim, want)) in actual.iter().zip(expected) {
-            if size != want {
-                return Err(fail(AttentionError::ShapeMismatch {
-                    tensor,
-                    dim,
-                    expected: want,
-                    actual: size,
-                    shape: actual.clone(),
-                }));
-            }
-        }
-        Ok(())
+    if bias.dense.is_some() {
+        return Err(ParallelError::Unsupported {
+            rank,
+            what: "a dense attention bias in ring attention (it would have to travel the ring)",
+        });
+    }
+    let Some(distance) = bias.distance else {
+        return Err(ParallelError::Unsupported {
+            rank,
+            what: "ring attention without a distance bias",
+        });
     };
+    let [batch, heads, block, head_dim] = q.dims();
+    let expect =
+        |tensor: &'static str, actual: Vec<usize>, expected: Vec<(&'static str, usize)>| {
+            for (&size, (dim, want)) in actual.iter().zip(expected) {
+                if size != want {
+                    return Err(fail(AttentionError::ShapeMismatch {
+                        tensor,
+                        dim,
+                        expected: want,
+                        actual: size,
+                        shape: actual.clone(),
+                    }));
+                }
+            }
+            Ok(())
+        };
     let qkv = vec![
         ("batch", batch),
         ("heads", heads),
@@ -637,17 +729,24 @@ pub fn ring_attention<B: ContextParallelBackend>(
         table_dims.clone(),
         vec![("buckets", table_dims[0]), ("heads", heads)],
     )?;
-    expect(
-        "key_padding_mask",
-        key_padding_mask.dims().to_vec(),
-        vec![("batch", batch), ("block", block)],
-    )?;
+    if let Some(mask) = &bias.key_padding_mask {
+        expect(
+            "key_padding_mask",
+            mask.dims().to_vec(),
+            vec![("batch", batch), ("block", block)],
+        )?;
+    }
     for (tensor, dim, size, shape) in [
         ("q", "batch", batch, q.dims().to_vec()),
         ("q", "heads", heads, q.dims().to_vec()),
         ("q", "block", block, q.dims().to_vec()),
         ("q", "head_dim", head_dim, q.dims().to_vec()),
-        ("distance.table", "buckets", table_dims[0], table_dims.clone()),
+        (
+            "distance.table",
+            "buckets",
+            table_dims[0],
+            table_dims.clone(),
+        ),
     ] {
         if size == 0 {
             return Err(fail(AttentionError::EmptyDimension { tensor, dim, shape }));
@@ -670,7 +769,7 @@ pub fn ring_attention<B: ContextParallelBackend>(
             column_offset: 0,
         }),
         dense: None,
-        key_padding_mask: Some(key_padding_mask.into_primitive()),
+        key_padding_mask: bias.key_padding_mask.map(|mask| mask.into_primitive()),
         scale,
         block_size: options.block_size,
     };

@@ -179,13 +179,8 @@ impl<B: Backend> BlockBatch<B> {
             NodeInput::Ids(ids) => NodeInput::Ids(int2(ids, 0)),
         };
         // padded rows and columns get bucket 0: they are masked keys or ignored queries
-        let index_rows = pad_int(
-            pad_int(batch.graph.distance, 2, padded, 0),
-            1,
-            padded,
-            0,
-        )
-        .slice([b.clone(), rows.clone(), 0..padded]);
+        let index_rows = pad_int(pad_int(batch.graph.distance, 2, padded, 0), 1, padded, 0)
+            .slice([b.clone(), rows.clone(), 0..padded]);
         let padding = pad_int(batch.graph.padding.int(), 1, padded, 1)
             .slice([b.clone(), rows.clone()])
             .equal_elem(1);
@@ -250,20 +245,20 @@ mod tests {
         let last = BlockBatch::of(batch.clone(), 2, 1).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(last.index_rows.dims(), [1, 3, 6]);
         let ids = match last.input {
-            NodeInput::Ids(ids) => ids.into_data().to_vec::<i64>().unwrap_or_default(),
+            NodeInput::Ids(ids) => ids.into_data().iter::<i64>().collect(),
             NodeInput::Features(_) => Vec::new(),
         };
         assert_eq!(ids, vec![4, 5, 0]);
-        let padding = last.padding.into_data().to_vec::<bool>().unwrap_or_default();
+        let padding: Vec<bool> = last.padding.into_data().iter::<bool>().collect();
         assert_eq!(padding, vec![false, false, true]);
-        let weight = last.weight.into_data().to_vec::<f32>().unwrap_or_default();
+        let weight: Vec<f32> = last.weight.into_data().iter::<f32>().collect();
         assert_eq!(weight, vec![1.0, 1.0, 0.0]);
         let row = last
             .index_rows
             .slice([0..1, 0..1, 0..6])
             .into_data()
-            .to_vec::<i64>()
-            .unwrap_or_default();
+            .iter::<i64>()
+            .collect::<Vec<i64>>();
         // row 3 of the 5x5 index, then one padded column
         assert_eq!(row, vec![3, 0, 1, 2, 3, 0]);
 

@@ -59,6 +59,14 @@ pub enum ParallelError {
         /// The op's error.
         source: AttentionError,
     },
+    /// A feature the parallel path does not support.
+    #[error("rank {rank}: unsupported: {what}")]
+    Unsupported {
+        /// The rank that met it.
+        rank: usize,
+        /// What is unsupported.
+        what: &'static str,
+    },
     /// A worker panicked.
     #[error("rank {rank} panicked: {message}")]
     WorkerPanicked {
@@ -105,6 +113,15 @@ pub enum ParallelError {
         /// The collective's error.
         message: String,
     },
+    /// Another mesh of this process holds the collective (burn-collective runs one group per
+    /// backend and process) and did not release it in time.
+    #[error(
+        "another parallel trainer of this process uses the gradient all-reduce; waited {seconds:.1} s for it to be dropped"
+    )]
+    CollectiveBusy {
+        /// How long the new trainer waited.
+        seconds: f64,
+    },
     /// This worker stopped because another one failed.
     #[error("rank {rank} stopped because another rank failed")]
     Aborted {
@@ -122,6 +139,7 @@ impl ParallelError {
         match self {
             ParallelError::Source { rank, .. }
             | ParallelError::Attention { rank, .. }
+            | ParallelError::Unsupported { rank, .. }
             | ParallelError::WorkerPanicked { rank, .. }
             | ParallelError::PeerTimeout { rank, .. }
             | ParallelError::PeerGone { rank, .. }

@@ -15,6 +15,7 @@
 //! [`GradientsParams::from_grads`] leaves it out on a single device.
 
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use burn::collective::{
     CollectiveConfig, PeerId, ReduceOperation, all_reduce, finish_collective, register,
@@ -113,7 +114,7 @@ pub(crate) fn unflatten<B: AutodiffBackend, M: AutodiffModule<B>>(
     let layout = SegmentLayout::of::<B, M>(module);
     let flags = segment
         .clone()
-        .slice([layout.elements..layout.len()])
+        .slice(layout.elements..layout.len())
         .into_data()
         .iter::<f32>()
         .collect::<Vec<f32>>();
@@ -139,7 +140,7 @@ pub(crate) fn unflatten<B: AutodiffBackend, M: AutodiffModule<B>>(
                 let grad: Tensor<B::InnerBackend, D> = self
                     .segment
                     .clone()
-                    .slice([self.offset..self.offset + n])
+                    .slice(self.offset..self.offset + n)
                     .reshape(shape);
                 self.grads.register::<B::InnerBackend, D>(param.id, grad);
             }
@@ -234,7 +235,7 @@ impl GradientReducer {
             message: format!("{err:?}"),
         })?;
         let reduced: Tensor<B, 1> = Tensor::from_primitive(TensorPrimitive::Float(reduced));
-        Ok(reduced.to_device(&device).slice([start..end]))
+        Ok(reduced.to_device(&device).slice(start..end))
     }
 
     /// Leaves the collective (errors are ignored: the mesh is shutting down).
@@ -252,23 +253,28 @@ pub(crate) fn reset<B: Backend>() {
 }
 
 /// burn-collective keeps one group per backend type and process, so at most one mesh that
-/// all-reduces may run at a time: [`CollectiveLease::acquire`] waits for the previous one.
+/// all-reduces may run at a time: [`CollectiveLease::acquire`] waits for the previous one to be
+/// dropped.
 pub(crate) struct CollectiveLease;
 
 static BUSY: Mutex<bool> = Mutex::new(false);
 static FREED: Condvar = Condvar::new();
 
 impl CollectiveLease {
-    /// Waits until no other mesh of this process uses the collective, then takes it.
-    pub fn acquire() -> Self {
+    /// Waits until no other mesh of this process uses the collective, then takes it; `None`
+    /// when that takes longer than `patience`.
+    pub fn acquire(patience: Duration) -> Option<Self> {
+        let deadline = Instant::now() + patience;
         let mut busy = BUSY.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while *busy {
+            let left = deadline.checked_duration_since(Instant::now())?;
             busy = FREED
-                .wait(busy)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                .wait_timeout(busy, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
         }
         *busy = true;
-        CollectiveLease
+        Some(CollectiveLease)
     }
 }
 

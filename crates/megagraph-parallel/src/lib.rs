@@ -18,9 +18,13 @@
 //!   table's value (buckets x heads floats of parameter data, not the bias matrix) going
 //!   forward and its gradient coming back to stage 0.
 //!
-//! With dropout 0, a step gives the single-device loss and parameters up to float rounding,
-//! whatever the mesh. A worker that fails stops the whole mesh; the trainer returns the error
-//! naming the rank.
+//! With dropout and key dropout 0, a step gives the single-device loss and parameters up to
+//! float rounding, whatever the mesh (with dropout, each rank draws its own masks). A worker
+//! that fails stops the whole mesh; the trainer returns the error naming the rank.
+//!
+//! For measurements, [`RankReport`] gives each rank's step time, busy time (without waits on
+//! peers) and, with [`CountingAllocator`] as the global allocator, its peak memory; see the
+//! `mesh` bench.
 
 #![warn(missing_docs)]
 
@@ -43,6 +47,6 @@ pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};
 pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
-pub use stage::StageModule;
+pub use stage::{StageModule, trainable};
 pub use trainer::{InjectedFault, ParallelTrainer, StepOutput, TrainerOptions};
 pub use worker::RankReport;

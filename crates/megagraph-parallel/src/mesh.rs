@@ -6,9 +6,9 @@
 //! Burn 0.21 has no point-to-point operations; neighbours talk over `std::sync::mpsc` channels
 //! carrying tensors, moved to the receiver's device on arrival.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::tensor::Tensor;

@@ -137,6 +137,7 @@ mod tests {
     /// previous stage's forward, a backward the next stage's backward) and checks that some
     /// stage can always move: the schedule cannot deadlock.
     #[test]
+    #[allow(clippy::needless_range_loop)]
     fn schedules_never_deadlock() {
         for stages in 1..6 {
             for micro in 1..9 {

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use burn::module::Module;
+use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::activation::log_softmax;
-use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor};
-use megagraph_kernels::{AttentionOptions, DistanceBias};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Bool, Distribution, Int, Tensor};
+use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias};
 use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncoding};
 use megagraph_models::{GraphTransformer, GraphTransformerLayer, NodeInput};
 
@@ -34,6 +34,9 @@ pub struct StageModule<B: Backend> {
     pub classifier: Option<Linear<B>>,
     /// Global index of the first layer.
     pub first_layer: usize,
+    /// Attention key dropout probability of the model (see
+    /// [`GraphTransformerConfig::key_dropout`](megagraph_models::GraphTransformerConfig)).
+    pub key_dropout: f64,
 }
 
 impl<B: Backend> StageModule<B> {
@@ -65,6 +68,7 @@ impl<B: Backend> StageModule<B> {
             layers,
             norm,
             classifier,
+            key_dropout,
         } = model;
         let mut layers = layers.into_iter();
         let mut input = Some(input);
@@ -84,6 +88,7 @@ impl<B: Backend> StageModule<B> {
                 norm: if last { norm.take() } else { None },
                 classifier: if last { classifier.take() } else { None },
                 first_layer,
+                key_dropout,
             });
             first_layer += count;
         }
@@ -100,6 +105,7 @@ impl<B: Backend> StageModule<B> {
         let mut norm = None;
         let mut classifier = None;
         let mut layers = Vec::new();
+        let key_dropout = stages.first().map_or(0.0, |stage| stage.key_dropout);
         for stage in stages {
             input = input.or(stage.input);
             centrality = centrality.or(stage.centrality);
@@ -115,8 +121,22 @@ impl<B: Backend> StageModule<B> {
             layers,
             norm: norm?,
             classifier: classifier?,
+            key_dropout,
         })
     }
+}
+
+/// `module` with every float parameter marked as requiring a gradient: the trainer trains all
+/// parameters. (Burn drops the flag when an inner-backend module is cloned or moved to a
+/// device, so a module built with `from_inner` cannot be trusted to carry it.)
+pub fn trainable<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
+    struct RequireGrad;
+    impl<B: AutodiffBackend> ModuleMapper<B> for RequireGrad {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            param.set_require_grad(true)
+        }
+    }
+    module.map(&mut RequireGrad)
 }
 
 /// Per-micro-batch context of a stage's forward pass.
@@ -158,7 +178,8 @@ impl<B: ContextParallelBackend> StageModule<B> {
                 layer: self.first_layer + offset,
                 ..context.call
             };
-            x = layer_forward(layer, x, context, call)?;
+            let keys = key_mask(&context.padding, self.key_dropout);
+            x = layer_forward(layer, x, context, keys, call)?;
         }
         Ok(x)
     }
@@ -173,12 +194,34 @@ impl<B: ContextParallelBackend> StageModule<B> {
     }
 }
 
+/// The key mask of one layer on a block, as [`GraphTransformer::forward_layers`] makes it for
+/// the whole sequence: the padding, plus keys hidden by key dropout (drawn per layer). Each
+/// rank draws the mask of its own block's keys; the mask travels the ring with the keys, so
+/// every query of the sequence sees the same hidden keys.
+///
+/// - `padding`: `[batch, block]`; output: `[batch, block]`
+fn key_mask<B: Backend>(padding: &Tensor<B, 2, Bool>, key_dropout: f64) -> Tensor<B, 2, Bool> {
+    let device = padding.device();
+    if key_dropout <= 0.0 || !B::ad_enabled(&device) {
+        return padding.clone();
+    }
+    let hidden = Tensor::<B, 2>::random(
+        padding.dims(),
+        Distribution::Bernoulli(key_dropout),
+        &device,
+    )
+    .equal_elem(1.0);
+    padding.clone().bool_or(hidden)
+}
+
 /// [`GraphTransformerLayer::forward`] on a context block: the same pre-LN layer, with the
-/// attention op replaced by [`ring_attention`].
+/// attention op replaced by [`ring_attention`]. `keys` is the layer's key mask of this block
+/// (`[batch, block]`, `true` = not attended).
 pub(crate) fn layer_forward<B: ContextParallelBackend>(
     layer: &GraphTransformerLayer<B>,
     x: Tensor<B, 3>,
     context: &BlockContext<'_, B>,
+    keys: Tensor<B, 2, Bool>,
     call: RingCall,
 ) -> Result<Tensor<B, 3>, ParallelError> {
     let attention = &layer.attention;
@@ -190,26 +233,20 @@ pub(crate) fn layer_forward<B: ContextParallelBackend>(
     let q = split(attention.query.forward(normed.clone()));
     let k = split(attention.key.forward(normed.clone()));
     let v = split(attention.value.forward(normed));
-    let bias = DistanceBias {
-        index: context.index_rows.clone(),
-        table: context.table.clone(),
-        column_offset: 0,
+    let bias = AttentionBias {
+        distance: Some(DistanceBias {
+            index: context.index_rows.clone(),
+            table: context.table.clone(),
+            column_offset: 0,
+        }),
+        dense: None,
+        key_padding_mask: Some(keys),
     };
     let options = AttentionOptions {
         scale: None,
         block_size: attention.block_size,
     };
-    let attended = ring_attention(
-        q,
-        k,
-        v,
-        bias,
-        context.padding.clone(),
-        &options,
-        context.ring,
-        call,
-    )?
-    .output;
+    let attended = ring_attention(q, k, v, bias, &options, context.ring, call)?.output;
     let attended = attention
         .output
         .forward(attended.swap_dims(1, 2).reshape([batch, block, d_model]));

@@ -1,11 +1,12 @@
 //! One rank's thread: its stage's parameters and optimizer, the 1F1B schedule over its
 //! replica's micro-batches with ring attention inside every layer, and the gradient all-reduce.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{AdamWConfig, Optimizer};
@@ -18,7 +19,7 @@ use crate::gradients::{GradientReducer, flatten, unflatten};
 use crate::memory;
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
-use crate::stage::{BlockContext, StageModule, masked_cross_entropy};
+use crate::stage::{BlockContext, StageModule, masked_cross_entropy, trainable};
 use crate::{InjectedFault, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
@@ -59,6 +60,9 @@ pub struct RankReport {
     pub max_in_flight: usize,
     /// Wall time of its step, in seconds.
     pub seconds: f64,
+    /// `seconds` minus the time spent waiting for peers (pipeline messages, ring blocks, the
+    /// gradient all-reduce): the rank's own work, what a balanced plan equalizes.
+    pub busy_seconds: f64,
     /// Peak bytes allocated by its thread during the step, when a
     /// [`CountingAllocator`](crate::CountingAllocator) is the global allocator.
     pub peak_bytes: Option<usize>,
@@ -71,7 +75,7 @@ pub(crate) enum ReplyBody<B: AutodiffBackend> {
     /// A step finished.
     Step(RankReport),
     /// The stage's parameters.
-    Snapshot(StageModule<Inner<B>>),
+    Snapshot(Box<StageModule<Inner<B>>>),
 }
 
 /// A worker's answer with its rank.
@@ -159,6 +163,8 @@ struct Worker<B: ContextParallelBackend> {
     fault: Option<InjectedFault>,
     commands: Receiver<Command>,
     replies: Sender<Reply<B>>,
+    /// Time spent waiting for pipeline messages and the all-reduce during the current step.
+    waited: Cell<Duration>,
 }
 
 impl<B: ContextParallelBackend> Worker<B> {
@@ -175,7 +181,9 @@ impl<B: ContextParallelBackend> Worker<B> {
             )?),
             None => None,
         };
-        let module = StageModule::<B>::from_inner(setup.module.to_device(&inner_device));
+        let module = trainable(StageModule::<B>::from_inner(
+            setup.module.to_device(&inner_device),
+        ));
         let worker = Worker {
             rank: setup.rank,
             coord,
@@ -191,6 +199,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             fault: setup.fault,
             commands: setup.commands,
             replies: setup.replies,
+            waited: Cell::new(Duration::ZERO),
         };
         worker.reply(Ok(ReplyBody::Ready));
         Ok(worker)
@@ -219,7 +228,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                 }
                 Command::Snapshot => {
                     let module = self.module()?.valid();
-                    self.reply(Ok(ReplyBody::Snapshot(module)));
+                    self.reply(Ok(ReplyBody::Snapshot(Box::new(module))));
                 }
                 Command::Shutdown => break,
             }
@@ -230,8 +239,22 @@ impl<B: ContextParallelBackend> Worker<B> {
         Ok(())
     }
 
+    /// [`receive`], counting the wait.
+    fn timed_receive<T>(
+        &self,
+        link: &Receiver<T>,
+        what: impl Fn() -> String,
+    ) -> Result<T, ParallelError> {
+        let started = Instant::now();
+        let message = receive(link, &self.control, self.rank, what);
+        self.waited.set(self.waited.get() + started.elapsed());
+        message
+    }
+
     fn module(&self) -> Result<&StageModule<B>, ParallelError> {
-        self.module.as_ref().ok_or_else(|| self.internal("stage module missing"))
+        self.module
+            .as_ref()
+            .ok_or_else(|| self.internal("stage module missing"))
     }
 
     fn internal(&self, message: &str) -> ParallelError {
@@ -251,6 +274,8 @@ impl<B: ContextParallelBackend> Worker<B> {
         optimizer: &mut O,
     ) -> Result<RankReport, ParallelError> {
         let started = Instant::now();
+        let ring_waited = self.links.ring.waited_seconds();
+        self.waited.set(Duration::ZERO);
         memory::reset_thread_peak();
         let micro_batches = plan
             .replicas
@@ -298,7 +323,10 @@ impl<B: ContextParallelBackend> Worker<B> {
         }
         let mut segment = accumulated.ok_or_else(|| self.internal("step without micro-batches"))?;
         if let Some(reducer) = &self.reducer {
+            let reduce_started = Instant::now();
             segment = reducer.all_reduce(self.coord.stage, segment)?;
+            self.waited
+                .set(self.waited.get() + reduce_started.elapsed());
         }
         let module = self
             .module
@@ -313,12 +341,16 @@ impl<B: ContextParallelBackend> Worker<B> {
             }
         };
         self.module = Some(optimizer.step(plan.lr, module, grads));
+        let seconds = started.elapsed().as_secs_f64();
+        let waited =
+            self.waited.get().as_secs_f64() + self.links.ring.waited_seconds() - ring_waited;
         Ok(RankReport {
             rank: self.rank,
             coord: self.coord,
             loss,
             max_in_flight,
-            seconds: started.elapsed().as_secs_f64(),
+            seconds,
+            busy_seconds: (seconds - waited).max(0.0),
             peak_bytes: memory::thread_peak_bytes(),
         })
     }
@@ -339,7 +371,8 @@ impl<B: ContextParallelBackend> Worker<B> {
             .source
             .batch(sequences, &self.device)
             .map_err(source_error)?;
-        let block = BlockBatch::of(batch, self.shape.cp, self.coord.cp_rank).map_err(source_error)?;
+        let block =
+            BlockBatch::of(batch, self.shape.cp, self.coord.cp_rank).map_err(source_error)?;
         let module = self.module()?;
         let (x, table, input) = if self.coord.stage == 0 {
             let x = module
@@ -365,19 +398,16 @@ impl<B: ContextParallelBackend> Worker<B> {
                     self.coord.stage - 1
                 )
             };
-            let message = receive(link, &self.control, self.rank, what)?;
+            let message = self.timed_receive(link, what)?;
             if message.step != plan.step || message.micro != micro {
                 return Err(ParallelError::OutOfOrder {
                     rank: self.rank,
                     expected: what(),
-                    got: format!(
-                        "step {} micro-batch {}",
-                        message.step, message.micro
-                    ),
+                    got: format!("step {} micro-batch {}", message.step, message.micro),
                 });
             }
-            let x = Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device))
-                .require_grad();
+            let x =
+                Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device)).require_grad();
             let table = Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device))
                 .require_grad();
             (x.clone(), table, Some(x))
@@ -445,8 +475,24 @@ impl<B: ContextParallelBackend> Worker<B> {
         micro: usize,
         saved: InFlight<B>,
     ) -> Result<B::Gradients, ParallelError> {
+        // see `RingEndpoint::barrier`: no ring peer may still be waiting for someone else
+        // once this rank's backward holds its graph lock
+        let barrier = || {
+            if self.shape.cp > 1 {
+                self.links.ring.barrier(RingCall {
+                    step: plan.step,
+                    micro,
+                    layer: usize::MAX,
+                })
+            } else {
+                Ok(())
+            }
+        };
         let grads = match (saved.loss, saved.output) {
-            (Some(loss), _) => loss.backward(),
+            (Some(loss), _) => {
+                barrier()?;
+                loss.backward()
+            }
             (None, Some(output)) => {
                 let link = self
                     .links
@@ -460,15 +506,12 @@ impl<B: ContextParallelBackend> Worker<B> {
                         self.coord.stage + 1
                     )
                 };
-                let message = receive(link, &self.control, self.rank, what)?;
+                let message = self.timed_receive(link, what)?;
                 if message.step != plan.step || message.micro != micro {
                     return Err(ParallelError::OutOfOrder {
                         rank: self.rank,
                         expected: what(),
-                        got: format!(
-                            "step {} micro-batch {}",
-                            message.step, message.micro
-                        ),
+                        got: format!("step {} micro-batch {}", message.step, message.micro),
                     });
                 }
                 let grad_x = Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device));
@@ -476,6 +519,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                     Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device));
                 // d(surrogate)/d(output) = grad_x and d/d(table) = grad_table exactly
                 let surrogate = (output * grad_x).sum() + (saved.table.clone() * grad_table).sum();
+                barrier()?;
                 surrogate.backward()
             }
             (None, None) => return Err(self.internal("micro-batch without output")),

@@ -68,7 +68,10 @@ fn a_panicking_replica_releases_the_all_reduce() {
     let mut trainer = start(config(1, 1, 4, 1), Synthetic::new(8, 8, 5), Some(fault));
     let (error, took) = fail(&mut trainer);
     assert_eq!(error.rank(), Some(2), "{error}");
-    assert!(matches!(error, ParallelError::WorkerPanicked { .. }), "{error}");
+    assert!(
+        matches!(error, ParallelError::WorkerPanicked { .. }),
+        "{error}"
+    );
     assert!(took < Duration::from_secs(10), "took {took:?}");
     drop(trainer);
     // the collective is usable again by the next mesh
@@ -100,16 +103,40 @@ fn impossible_configurations_are_refused() {
     let mut too_deep = ParallelConfig::single_device(2);
     too_deep.pp = 3;
     too_deep.stage_layers = vec![1, 1, 0];
-    let err = ParallelTrainer::<B>::new(too_deep, model(2, 3), source(), options(), vec![Default::default()]).err();
+    let err = ParallelTrainer::<B>::new(
+        too_deep,
+        model(2, 3),
+        source(),
+        options(),
+        vec![Default::default()],
+    )
+    .err();
     assert_eq!(
         err,
-        Some(ParallelError::Config(ParallelConfigError::MoreStagesThanLayers { pp: 3, layers: 2 }))
+        Some(ParallelError::Config(
+            ParallelConfigError::MoreStagesThanLayers { pp: 3, layers: 2 }
+        ))
     );
-    let uneven = ParallelConfig { dp: 3, ..ParallelConfig::single_device(2) };
-    let err = ParallelTrainer::<B>::new(uneven, model(2, 3), source(), options(), vec![Default::default()]).err();
+    let uneven = ParallelConfig {
+        dp: 3,
+        ..ParallelConfig::single_device(2)
+    };
+    let err = ParallelTrainer::<B>::new(
+        uneven,
+        model(2, 3),
+        source(),
+        options(),
+        vec![Default::default()],
+    )
+    .err();
     assert_eq!(
         err,
-        Some(ParallelError::Config(ParallelConfigError::DataDoesNotDivideSequences { dp: 3, sequences_per_step: 8 }))
+        Some(ParallelError::Config(
+            ParallelConfigError::DataDoesNotDivideSequences {
+                dp: 3,
+                sequences_per_step: 8
+            }
+        ))
     );
     let err = ParallelTrainer::<B>::new(
         config(1, 1, 2, 1),
@@ -123,7 +150,45 @@ fn impossible_configurations_are_refused() {
 
     let mut trainer = start(config(1, 1, 2, 2), Synthetic::new(8, 8, 5), None);
     let err = trainer.step(&[0, 1, 2], 1e-3).err();
-    assert_eq!(err, Some(ParallelError::TooFewSequences { sequences: 3, needed: 4 }));
+    assert_eq!(
+        err,
+        Some(ParallelError::TooFewSequences {
+            sequences: 3,
+            needed: 4
+        })
+    );
     // that refusal does not stop the mesh
     assert!(trainer.step(&[0, 1, 2, 3, 4], 1e-3).is_ok());
+}
+
+#[test]
+fn a_second_reducing_mesh_in_the_process_waits_then_refuses() {
+    // burn-collective has one group per backend and process: while `first` lives, another mesh
+    // that all-reduces cannot start
+    let first = start(config(1, 1, 2, 1), Synthetic::new(8, 8, 5), None);
+    let options = TrainerOptions::new(8, 8).with_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let second = ParallelTrainer::<B>::new(
+        config(1, 2, 1, 1),
+        model(2, 3),
+        Synthetic::new(8, 8, 5).shared(),
+        options,
+        vec![Default::default()],
+    );
+    assert!(
+        matches!(second, Err(ParallelError::CollectiveBusy { .. })),
+        "{:?}",
+        second.err()
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // a mesh without an all-reduce (one rank per stage group) does not need the collective
+    let pipeline = ParallelTrainer::<B>::new(
+        config(2, 1, 1, 2),
+        model(2, 3),
+        Synthetic::new(8, 8, 5).shared(),
+        TrainerOptions::new(8, 8),
+        vec![Default::default()],
+    );
+    assert!(pipeline.is_ok(), "{:?}", pipeline.err());
+    drop(first);
 }

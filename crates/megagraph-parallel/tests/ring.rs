@@ -41,10 +41,23 @@ impl Case {
         let table = vec(BUCKETS * HEADS, 1.0);
         let out_weight = vec(n, 1.0);
         let lse_weight = vec(BATCH * HEADS * SEQ, 1.0);
-        let index = (0..BATCH * SEQ * SEQ).map(|_| (rng.below(BUCKETS as u64)) as i64).collect();
+        let index = (0..BATCH * SEQ * SEQ)
+            .map(|_| (rng.below(BUCKETS as u64)) as i64)
+            .collect();
         // batch 1 has its last 3 nodes padded
-        let padding = (0..BATCH * SEQ).map(|i| i / SEQ == 1 && i % SEQ >= SEQ - 3).collect();
-        Self { q, k, v, index, table, padding, out_weight, lse_weight }
+        let padding = (0..BATCH * SEQ)
+            .map(|i| i / SEQ == 1 && i % SEQ >= SEQ - 3)
+            .collect();
+        Self {
+            q,
+            k,
+            v,
+            index,
+            table,
+            padding,
+            out_weight,
+            lse_weight,
+        }
     }
 }
 
@@ -78,24 +91,49 @@ fn host<const D: usize>(t: Tensor<common::Inner, D>) -> Vec<f32> {
 fn whole(case: &Case) -> Results {
     let device = Default::default();
     let t4 = |v: &[f32]| {
-        Tensor::<B, 4>::from_data(TensorData::new(v.to_vec(), [BATCH, HEADS, SEQ, HEAD_DIM]), &device)
-            .require_grad()
+        Tensor::<B, 4>::from_data(
+            TensorData::new(v.to_vec(), [BATCH, HEADS, SEQ, HEAD_DIM]),
+            &device,
+        )
+        .require_grad()
     };
     let (q, k, v) = (t4(&case.q), t4(&case.k), t4(&case.v));
-    let table = Tensor::<B, 2>::from_data(TensorData::new(case.table.clone(), [BUCKETS, HEADS]), &device)
-        .require_grad();
-    let index = Tensor::<B, 3, Int>::from_data(TensorData::new(case.index.clone(), [BATCH, SEQ, SEQ]), &device);
-    let padding = Tensor::<B, 2, Bool>::from_data(TensorData::new(case.padding.clone(), [BATCH, SEQ]), &device);
+    let table = Tensor::<B, 2>::from_data(
+        TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
+        &device,
+    )
+    .require_grad();
+    let index = Tensor::<B, 3, Int>::from_data(
+        TensorData::new(case.index.clone(), [BATCH, SEQ, SEQ]),
+        &device,
+    );
+    let padding = Tensor::<B, 2, Bool>::from_data(
+        TensorData::new(case.padding.clone(), [BATCH, SEQ]),
+        &device,
+    );
     let bias = AttentionBias {
-        distance: Some(DistanceBias { index, table: table.clone(), column_offset: 0 }),
+        distance: Some(DistanceBias {
+            index,
+            table: table.clone(),
+            column_offset: 0,
+        }),
         dense: None,
         key_padding_mask: Some(padding),
     };
-    let options = AttentionOptions { scale: None, block_size: 5 };
+    let options = AttentionOptions {
+        scale: None,
+        block_size: 5,
+    };
     let result = graph_attention(q.clone(), k.clone(), v.clone(), bias, &options)
         .unwrap_or_else(|e| panic!("{e}"));
-    let w_out = Tensor::<B, 4>::from_data(TensorData::new(case.out_weight.clone(), [BATCH, HEADS, SEQ, HEAD_DIM]), &device);
-    let w_lse = Tensor::<B, 3>::from_data(TensorData::new(case.lse_weight.clone(), [BATCH, HEADS, SEQ]), &device);
+    let w_out = Tensor::<B, 4>::from_data(
+        TensorData::new(case.out_weight.clone(), [BATCH, HEADS, SEQ, HEAD_DIM]),
+        &device,
+    );
+    let w_lse = Tensor::<B, 3>::from_data(
+        TensorData::new(case.lse_weight.clone(), [BATCH, HEADS, SEQ]),
+        &device,
+    );
     let loss = (result.output.clone() * w_out).sum() + (result.lse.clone() * w_lse).sum();
     let grads = loss.backward();
     let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
@@ -105,24 +143,40 @@ fn whole(case: &Case) -> Results {
         dq: grad(&q),
         dk: grad(&k),
         dv: grad(&v),
-        dtable: host(table.grad(&grads).unwrap_or_else(|| panic!("no table gradient"))),
+        dtable: host(
+            table
+                .grad(&grads)
+                .unwrap_or_else(|| panic!("no table gradient")),
+        ),
     }
 }
 
 /// One ring position's part of the computation; returns its block results.
-fn position(case: Arc<Case>, ring: Arc<RingEndpoint<common::Inner>>) -> Result<Results, ParallelError> {
+fn position(
+    case: Arc<Case>,
+    ring: Arc<RingEndpoint<common::Inner>>,
+) -> Result<Results, ParallelError> {
     let cp = ring.size();
     let block = SEQ / cp;
     let r = ring.position();
     let range = r * block..(r + 1) * block;
     let device = Default::default();
     let t4 = |v: &[f32]| {
-        Tensor::<B, 4>::from_data(TensorData::new(rows(v, HEAD_DIM, range.clone()), [BATCH, HEADS, block, HEAD_DIM]), &device)
-            .require_grad()
+        Tensor::<B, 4>::from_data(
+            TensorData::new(
+                rows(v, HEAD_DIM, range.clone()),
+                [BATCH, HEADS, block, HEAD_DIM],
+            ),
+            &device,
+        )
+        .require_grad()
     };
     let (q, k, v) = (t4(&case.q), t4(&case.k), t4(&case.v));
-    let table = Tensor::<B, 2>::from_data(TensorData::new(case.table.clone(), [BUCKETS, HEADS]), &device)
-        .require_grad();
+    let table = Tensor::<B, 2>::from_data(
+        TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
+        &device,
+    )
+    .require_grad();
     let index_rows: Vec<i64> = (0..BATCH)
         .flat_map(|b| {
             let case = &case;
@@ -132,30 +186,52 @@ fn position(case: Arc<Case>, ring: Arc<RingEndpoint<common::Inner>>) -> Result<R
             })
         })
         .collect();
-    let index = Tensor::<B, 3, Int>::from_data(TensorData::new(index_rows, [BATCH, block, SEQ]), &device);
+    let index =
+        Tensor::<B, 3, Int>::from_data(TensorData::new(index_rows, [BATCH, block, SEQ]), &device);
     let padding: Vec<bool> = (0..BATCH)
         .flat_map(|b| range.clone().map(move |i| (b, i)))
         .map(|(b, i)| case.padding[b * SEQ + i])
         .collect();
-    let padding = Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [BATCH, block]), &device);
-    let options = AttentionOptions { scale: None, block_size: 3 };
-    let call = RingCall { step: 0, micro: 0, layer: 0 };
+    let padding =
+        Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [BATCH, block]), &device);
+    let options = AttentionOptions {
+        scale: None,
+        block_size: 3,
+    };
+    let call = RingCall {
+        step: 0,
+        micro: 0,
+        layer: 0,
+    };
     let result = ring_attention(
         q.clone(),
         k.clone(),
         v.clone(),
-        DistanceBias { index, table: table.clone(), column_offset: 0 },
-        padding,
+        AttentionBias {
+            distance: Some(DistanceBias {
+                index,
+                table: table.clone(),
+                column_offset: 0,
+            }),
+            dense: None,
+            key_padding_mask: Some(padding),
+        },
         &options,
         &ring,
         call,
     )?;
     let w_out = Tensor::<B, 4>::from_data(
-        TensorData::new(rows(&case.out_weight, HEAD_DIM, range.clone()), [BATCH, HEADS, block, HEAD_DIM]),
+        TensorData::new(
+            rows(&case.out_weight, HEAD_DIM, range.clone()),
+            [BATCH, HEADS, block, HEAD_DIM],
+        ),
         &device,
     );
     let w_lse = Tensor::<B, 3>::from_data(
-        TensorData::new(rows(&case.lse_weight, 1, range.clone()), [BATCH, HEADS, block]),
+        TensorData::new(
+            rows(&case.lse_weight, 1, range.clone()),
+            [BATCH, HEADS, block],
+        ),
         &device,
     );
     let loss = (result.output.clone() * w_out).sum() + (result.lse.clone() * w_lse).sum();
@@ -170,7 +246,11 @@ fn position(case: Arc<Case>, ring: Arc<RingEndpoint<common::Inner>>) -> Result<R
         dq: grad(&q),
         dk: grad(&k),
         dv: grad(&v),
-        dtable: host(table.grad(&grads).unwrap_or_else(|| panic!("no table gradient"))),
+        dtable: host(
+            table
+                .grad(&grads)
+                .unwrap_or_else(|| panic!("no table gradient")),
+        ),
     })
 }
 
@@ -188,10 +268,17 @@ fn ring(case: &Arc<Case>, cp: usize) -> Results {
         .collect();
     let parts: Vec<Results> = handles
         .into_iter()
-        .map(|h| h.join().unwrap_or_else(|_| panic!("ring thread panicked")).unwrap_or_else(|e| panic!("{e}")))
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| panic!("ring thread panicked"))
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
         .collect();
     let block = SEQ / cp;
-    let mut out = Results { dtable: vec![0.0; BUCKETS * HEADS], ..Default::default() };
+    let mut out = Results {
+        dtable: vec![0.0; BUCKETS * HEADS],
+        ..Default::default()
+    };
     // blocks back into [BATCH, HEADS, SEQ, width] order
     let merge = |get: &dyn Fn(&Results) -> &Vec<f32>, width: usize| {
         let mut all = vec![0.0; BATCH * HEADS * SEQ * width];
@@ -235,7 +322,10 @@ fn ring_attention_equals_the_op_on_the_whole_sequence() {
             ("dtable", &got.dtable, &expected.dtable),
         ] {
             let rel = relative(a, b);
-            assert!(rel <= 1e-5, "cp = {cp}: {name} differs by {rel:e} (relative)");
+            assert!(
+                rel <= 1e-5,
+                "cp = {cp}: {name} differs by {rel:e} (relative)"
+            );
         }
     }
 }
@@ -270,8 +360,15 @@ fn inconsistent_shapes_are_refused() {
         q,
         k.clone(),
         k,
-        DistanceBias { index, table, column_offset: 0 },
-        mask,
+        AttentionBias {
+            distance: Some(DistanceBias {
+                index: index.clone(),
+                table: table.clone(),
+                column_offset: 0,
+            }),
+            dense: None,
+            key_padding_mask: Some(mask.clone()),
+        },
         &AttentionOptions::default(),
         &ring[0],
         RingCall::default(),
@@ -280,8 +377,59 @@ fn inconsistent_shapes_are_refused() {
     assert!(
         matches!(
             &err,
-            Some(ParallelError::Attention { rank: 0, source: megagraph_kernels::AttentionError::ShapeMismatch { tensor: "k", dim: "head_dim", .. } })
+            Some(ParallelError::Attention {
+                rank: 0,
+                source: megagraph_kernels::AttentionError::ShapeMismatch {
+                    tensor: "k",
+                    dim: "head_dim",
+                    ..
+                }
+            })
         ),
+        "{err:?}"
+    );
+    // no distance bias, or a dense one: refused with a typed reason
+    let q = Tensor::<B, 4>::zeros([1, 2, 4, 4], &device);
+    let no_distance = AttentionBias {
+        distance: None,
+        dense: None,
+        key_padding_mask: Some(mask.clone()),
+    };
+    let err = ring_attention(
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        no_distance,
+        &AttentionOptions::default(),
+        &ring[0],
+        RingCall::default(),
+    )
+    .err();
+    assert!(
+        matches!(err, Some(ParallelError::Unsupported { rank: 0, .. })),
+        "{err:?}"
+    );
+    let dense = AttentionBias {
+        distance: Some(DistanceBias {
+            index,
+            table,
+            column_offset: 0,
+        }),
+        dense: Some(Tensor::zeros([1, 2, 4, 4], &device)),
+        key_padding_mask: None,
+    };
+    let err = ring_attention(
+        q.clone(),
+        q.clone(),
+        q,
+        dense,
+        &AttentionOptions::default(),
+        &ring[0],
+        RingCall::default(),
+    )
+    .err();
+    assert!(
+        matches!(err, Some(ParallelError::Unsupported { rank: 0, .. })),
         "{err:?}"
     );
 }

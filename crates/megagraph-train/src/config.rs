@@ -65,6 +65,12 @@ pub struct DataConfig {
     pub cache_dir: Option<PathBuf>,
     /// Do not read or write the binary cache. Default: false.
     pub no_cache: bool,
+    /// Scale every feature row to unit L1 norm before anything else. Default: false.
+    pub normalize_features: bool,
+    /// Rounds of GCN-normalized feature propagation appended to the node features
+    /// (`[X, ÂX, …, Â^k X]`); 0 = raw features only. Ignored for graphs without features.
+    /// Default: 2.
+    pub feature_hops: usize,
     /// Probability that a node pair of a training batch is moved to the "farther" distance
     /// bucket (structure dropout on the spatial bias). Default: 0.0.
     pub structure_dropout: f64,
@@ -82,6 +88,8 @@ impl Default for DataConfig {
             distance_scope: DistanceKind::Graph,
             cache_dir: None,
             no_cache: false,
+            normalize_features: false,
+            feature_hops: 2,
             structure_dropout: 0.0,
         }
     }
@@ -152,16 +160,19 @@ pub struct ModelConfig {
     pub hidden: Option<usize>,
     /// FFN hidden width (overrides the preset).
     pub ffn_hidden: Option<usize>,
-    /// Dropout in the layers. Default: 0.1.
+    /// Dropout in the layers. Default: 0.5.
     pub dropout: f64,
-    /// Dropout on the raw input features. Default: 0.5.
+    /// Dropout on the raw input features. Default: 0.8.
     pub input_dropout: f64,
     /// Degree clamp of the centrality encoding. Default: 64.
     pub max_degree: usize,
-    /// Initial per-hop decay of the spatial bias. Default: 0.5.
+    /// Initial per-hop decay of the spatial bias. Default: 2.0.
     pub spatial_initial_decay: f64,
     /// Key tile of the attention op. Default: 128.
     pub block_size: usize,
+    /// Attention key dropout: while training, each layer hides each key from all queries with
+    /// this probability. Default: 0.2.
+    pub key_dropout: f64,
 }
 
 impl Default for ModelConfig {
@@ -172,11 +183,12 @@ impl Default for ModelConfig {
             heads: None,
             hidden: None,
             ffn_hidden: None,
-            dropout: 0.1,
-            input_dropout: 0.5,
+            dropout: 0.5,
+            input_dropout: 0.8,
             max_degree: 64,
-            spatial_initial_decay: 0.5,
+            spatial_initial_decay: 2.0,
             block_size: 128,
+            key_dropout: 0.2,
         }
     }
 }
@@ -185,9 +197,9 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OptimizerConfig {
-    /// Peak learning rate. Default: 0.005.
+    /// Peak learning rate. Default: 0.002.
     pub lr: f64,
-    /// Decoupled weight decay. Default: 0.0005.
+    /// Decoupled weight decay. Default: 0.005.
     pub weight_decay: f64,
     /// Epochs of linear warm-up. Default: 5.
     pub warmup_epochs: usize,
@@ -198,8 +210,8 @@ pub struct OptimizerConfig {
 impl Default for OptimizerConfig {
     fn default() -> Self {
         Self {
-            lr: 0.005,
-            weight_decay: 5e-4,
+            lr: 0.002,
+            weight_decay: 5e-3,
             warmup_epochs: 5,
             min_lr_ratio: 0.05,
         }
@@ -293,6 +305,9 @@ impl TrainConfig {
         if !probability(self.data.structure_dropout) {
             return invalid("data.structure_dropout", "must be in [0, 1)");
         }
+        if !probability(self.model.key_dropout) {
+            return invalid("model.key_dropout", "must be in [0, 1)");
+        }
         if !probability(self.model.input_dropout) {
             return invalid("model.input_dropout", "must be in [0, 1)");
         }
@@ -361,5 +376,6 @@ impl TrainConfig {
         .with_max_distance(self.data.max_distance)
         .with_spatial_initial_decay(m.spatial_initial_decay)
         .with_block_size(m.block_size)
+        .with_key_dropout(m.key_dropout)
     }
 }

@@ -7,6 +7,7 @@ pub mod cli;
 mod config;
 mod data;
 mod error;
+mod features;
 mod metrics;
 mod prepare;
 mod schedule;
@@ -19,6 +20,7 @@ pub use config::{
 };
 pub use data::{NodeBatch, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};
+pub use features::{row_normalized, with_propagated_hops};
 pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};
 pub use prepare::{load_dataset, prepare};
 pub use schedule::WarmupCosine;

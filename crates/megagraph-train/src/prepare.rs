@@ -5,6 +5,7 @@ use megagraph_graph::{Dataset, GraphOptions, LoadOptions, SelfLoops, default_cac
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
 use crate::error::{Result, TrainError};
+use crate::features::{row_normalized, with_propagated_hops};
 
 /// Loads the dataset a configuration names: the directory in `data.dataset`, or the built-in
 /// synthetic graph.
@@ -38,7 +39,15 @@ pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
 /// Loads the dataset and turns it into sequences with distance indexes.
 pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
     config.validate()?;
-    let dataset = load_dataset(config)?;
+    let mut dataset = load_dataset(config)?;
+    if let Some(features) = &dataset.features {
+        let features = if config.data.normalize_features {
+            &row_normalized(features)
+        } else {
+            features
+        };
+        dataset.features = Some(with_propagated_hops(&dataset.graph, features, config.data.feature_hops));
+    }
     if dataset.split.train.is_empty() {
         return Err(TrainError::InvalidConfig {
             field: "data.split",

@@ -16,10 +16,19 @@ fn tiny_config() -> TrainConfig {
     config.model.heads = Some(2);
     config.model.hidden = Some(16);
     config.model.ffn_hidden = Some(16);
+    // Light regularization: these tests check learning and bookkeeping, not generalization.
+    config.model.dropout = 0.1;
+    config.model.input_dropout = 0.1;
+    config.optimizer.lr = 0.01;
     config
 }
 
+/// Burn's random state (initialization, dropout) is per backend and process, so runs in this
+/// file take turns instead of running in parallel test threads.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(config: &TrainConfig) -> TrainReport {
+    let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = prepare(config).expect("prepare");
     NodeClassificationTrainer::new(config, &data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
@@ -65,9 +74,11 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     first_half.training.checkpoint_dir = Some(dir.path().to_path_buf());
     // Interrupted after 3 of 6 epochs (like a killed process), then resumed.
     let data = prepare(&first_half).unwrap();
+    let turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut stop_after_three = StopAfter(3);
     let interrupted = NodeClassificationTrainer::new(&first_half, &data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut stop_after_three);
+    drop(turn);
     assert!(matches!(interrupted, Err(TrainError::Interrupted { epoch: 3 })), "{:?}", interrupted.err());
 
     let mut resumed = first_half.clone();
@@ -95,6 +106,7 @@ fn resume_with_another_configuration_is_refused() {
     config.training.resume = true;
     config.model.hidden = Some(32);
     let data = prepare(&config).unwrap();
+    let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let err = NodeClassificationTrainer::new(&config, &data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
         .err()
@@ -108,7 +120,10 @@ fn invalid_configurations_name_the_field() {
         ("model.dropout", |c| c.model.dropout = 1.5),
         ("data.seq_len", |c| c.data.seq_len = 1),
         ("training.epochs", |c| c.training.epochs = 0),
-        ("model.hidden", |c| c.model.hidden = Some(30)),
+        ("model.hidden", |c| {
+            c.model.hidden = Some(30);
+            c.model.heads = Some(4);
+        }),
         ("model.preset", |c| c.model.preset = "huge".into()),
     ];
     for (field, mutate) in cases {

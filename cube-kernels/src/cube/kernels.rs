@@ -51,7 +51,8 @@ fn bias_at<F: Float, I: Numeric>(
         bias += table[bucket * table.stride(0) + h * table.stride(1)];
     }
     if has_dense {
-        bias += dense[b * dense.stride(0) + h * dense.stride(1) + i * dense.stride(2) + j * dense.stride(3)];
+        bias += dense
+            [b * dense.stride(0) + h * dense.stride(1) + i * dense.stride(2) + j * dense.stride(3)];
     }
     bias
 }
@@ -119,8 +120,28 @@ pub(crate) fn forward_kernel<F: Float, I: Numeric>(
     let mut seen = false;
     for j in 0..k_len {
         if key_visible::<F>(mask, b, j, has_mask) {
-            let s = scale * dot::<F>(q, q_at, q.stride(3), k, k_base + j * k.stride(2), k.stride(3), head_dim)
-                + bias_at::<F, I>(index, table, dense, b, h, i, j, column_offset, has_distance, has_dense);
+            let s = scale
+                * dot::<F>(
+                    q,
+                    q_at,
+                    q.stride(3),
+                    k,
+                    k_base + j * k.stride(2),
+                    k.stride(3),
+                    head_dim,
+                )
+                + bias_at::<F, I>(
+                    index,
+                    table,
+                    dense,
+                    b,
+                    h,
+                    i,
+                    j,
+                    column_offset,
+                    has_distance,
+                    has_dense,
+                );
             if !seen {
                 max = s;
                 seen = true;
@@ -212,16 +233,37 @@ pub(crate) fn query_backward_kernel<F: Float, I: Numeric>(
         if key_visible::<F>(mask, b, j, has_mask) {
             let k_at = k_base + j * k.stride(2);
             let s = scale * dot::<F>(q, q_at, q.stride(3), k, k_at, k.stride(3), head_dim)
-                + bias_at::<F, I>(index, table, dense, b, h, i, j, column_offset, has_distance, has_dense);
+                + bias_at::<F, I>(
+                    index,
+                    table,
+                    dense,
+                    b,
+                    h,
+                    i,
+                    j,
+                    column_offset,
+                    has_distance,
+                    has_dense,
+                );
             let p = (s - lse).exp();
-            let d_p = dot::<F>(packed_grad, g_at, g_step, v, v_base + j * v.stride(2), v.stride(3), head_dim);
+            let d_p = dot::<F>(
+                packed_grad,
+                g_at,
+                g_step,
+                v,
+                v_base + j * v.stride(2),
+                v.stride(3),
+                head_dim,
+            );
             d_s = p * (d_p - shift);
             #[unroll]
             for c in 0..head_dim {
                 acc[c] += d_s * k[k_at + c * k.stride(3)];
             }
             if has_distance {
-                let at = b * index.stride(0) + i * index.stride(1) + (column_offset + j) * index.stride(2);
+                let at = b * index.stride(0)
+                    + i * index.stride(1)
+                    + (column_offset + j) * index.stride(2);
                 let bucket = usize::cast_from(index[at]);
                 let g = b * bucket_grad.stride(0)
                     + h * bucket_grad.stride(1)
@@ -231,7 +273,10 @@ pub(crate) fn query_backward_kernel<F: Float, I: Numeric>(
             }
         }
         if has_dense {
-            d_dense[b * d_dense.stride(0) + h * d_dense.stride(1) + i * d_dense.stride(2) + j * d_dense.stride(3)] = d_s;
+            d_dense[b * d_dense.stride(0)
+                + h * d_dense.stride(1)
+                + i * d_dense.stride(2)
+                + j * d_dense.stride(3)] = d_s;
         }
     }
     let dq_at = b * d_q.stride(0) + h * d_q.stride(1) + i * d_q.stride(2);
@@ -296,7 +341,18 @@ pub(crate) fn key_backward_kernel<F: Float, I: Numeric>(
             let q_at = q_base + i * q.stride(2);
             let g_at = g_base + i * packed_grad.stride(2);
             let s = scale * dot::<F>(q, q_at, q.stride(3), k, k_at, k.stride(3), head_dim)
-                + bias_at::<F, I>(index, table, dense, b, h, i, j, column_offset, has_distance, has_dense);
+                + bias_at::<F, I>(
+                    index,
+                    table,
+                    dense,
+                    b,
+                    h,
+                    i,
+                    j,
+                    column_offset,
+                    has_distance,
+                    has_dense,
+                );
             let lse = packed[o_base + i * packed.stride(2) + head_dim * o_step];
             let p = (s - lse).exp();
             let d_p = dot::<F>(packed_grad, g_at, g_step, v, v_at, v.stride(3), head_dim);

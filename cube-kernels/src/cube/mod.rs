@@ -69,7 +69,12 @@ where
         let q = inputs.q;
         let float_dtype = float_dtype(q.dtype);
         let placeholder = |rank: usize, dtype: DType| {
-            zeros_client(q.client.clone(), q.device.clone(), Shape::from(vec![1; rank]), dtype)
+            zeros_client(
+                q.client.clone(),
+                q.device.clone(),
+                Shape::from(vec![1; rank]),
+                dtype,
+            )
         };
         let has_distance = inputs.distance.is_some();
         let (index, table, column_offset, buckets) = match inputs.distance {
@@ -83,10 +88,12 @@ where
         let dense = inputs.dense.unwrap_or_else(|| placeholder(4, q.dtype));
         let has_mask = inputs.key_padding_mask.is_some();
         let mask = match inputs.key_padding_mask {
-            Some(mask) => <CubeBackend<R, F, I, BT> as burn::tensor::ops::BoolTensorOps<_>>::bool_into_float(
-                mask,
-                float_dtype,
-            ),
+            Some(mask) => {
+                <CubeBackend<R, F, I, BT> as burn::tensor::ops::BoolTensorOps<_>>::bool_into_float(
+                    mask,
+                    float_dtype,
+                )
+            }
             None => placeholder(2, q.dtype),
         };
         Self {
@@ -114,11 +121,21 @@ where
     }
 
     fn empty(&self, shape: Vec<usize>) -> CubeTensor<R> {
-        empty_device_dtype(self.q.client.clone(), self.q.device.clone(), Shape::from(shape), self.q.dtype)
+        empty_device_dtype(
+            self.q.client.clone(),
+            self.q.device.clone(),
+            Shape::from(shape),
+            self.q.dtype,
+        )
     }
 
     fn zeros(&self, shape: Vec<usize>) -> CubeTensor<R> {
-        zeros_client(self.q.client.clone(), self.q.device.clone(), Shape::from(shape), self.q.dtype)
+        zeros_client(
+            self.q.client.clone(),
+            self.q.device.clone(),
+            Shape::from(shape),
+            self.q.dtype,
+        )
     }
 
     fn forward(self) -> CubeTensor<R> {
@@ -233,7 +250,9 @@ where
         );
 
         let table = self.has_distance.then(|| {
-            let per_row = Tensor::<CubeBackend<R, F, I, BT>, 4>::from_primitive(TensorPrimitive::Float(bucket_grad));
+            let per_row = Tensor::<CubeBackend<R, F, I, BT>, 4>::from_primitive(
+                TensorPrimitive::Float(bucket_grad),
+            );
             per_row
                 .sum_dim(0)
                 .sum_dim(2)

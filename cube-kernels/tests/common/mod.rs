@@ -375,10 +375,10 @@ pub fn rel_err(actual: &[f64], reference: &[f64]) -> Result<f64, String> {
 /// Asserts `rel_err(actual, reference) <= tol`, naming `what` and the seed.
 pub fn assert_close(what: &str, actual: &[f64], reference: &[f64], tol: f64, seed: u64) {
     match rel_err(actual, reference) {
-        Ok(err) => { eprintln!("ERR {what}: {err:.2e}"); assert!(
+        Ok(err) => assert!(
             err <= tol,
             "{what}: relative error {err:.3e} > {tol:.0e} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"
-        )},
+        ),
         Err(msg) => panic!("{what}: {msg} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"),
     }
 }

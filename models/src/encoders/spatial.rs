@@ -12,8 +12,8 @@ pub struct SpatialEncodingConfig {
     /// Number of attention heads.
     pub num_heads: usize,
     /// Initial bias of bucket `d` is `-initial_decay * d`, so attention starts out favouring near
-    /// nodes; `0.0` starts from a uniform bias as in Graphormer. Default: 0.5.
-    #[config(default = 0.5)]
+    /// nodes; `0.0` starts from a uniform bias as in Graphormer. Default: 2.0.
+    #[config(default = 2.0)]
     pub initial_decay: f64,
 }
 

@@ -346,6 +346,7 @@ fn parse_dataset(
         },
     );
     let (graph, features, labels, split) = (graph?, features?, labels?, split?);
+    // Labels are within [-1, i32::MAX] (checked while parsing), so `m + 1` cannot overflow.
     let num_classes = labels
         .iter()
         .copied()
@@ -542,7 +543,7 @@ fn read_labels(src: &SourceFile, num_nodes: usize) -> Result<Vec<i64>, LoadError
             value: show(line),
             expected: "an integer class id",
         })?;
-        if label < -1 {
+        if label < -1 || label > i64::from(i32::MAX) {
             return Err(LoadError::InvalidLabel {
                 path: path.clone(),
                 line: number,

@@ -83,7 +83,7 @@ pub fn edge_cut(graph: &Graph, sequences: &[Vec<u32>]) -> f64 {
     for (u, v) in graph.arcs() {
         // Count {u, v} once: from the smaller endpoint, or from the larger one if the arc
         // from the smaller does not exist.
-        let counted = u < v || (u > v && !graph.has_edge(v, u));
+        let counted = u < v || (u > v && !graph.is_symmetric() && !graph.has_edge(v, u));
         if counted {
             total += 1;
             let (a, b) = (seq_of[u as usize], seq_of[v as usize]);

@@ -1,17 +1,25 @@
-//! Size-capped graph partitioning by recursive bisection.
+//! Size-capped graph partitioning by multilevel recursive bisection.
 //!
 //! To split `n` nodes into `k = ceil(n / cap)` parts, a node set is bisected into sides that
-//! will hold `ceil(k / 2)` and `floor(k / 2)` parts, each side's size kept within what its parts
-//! can hold. Each bisection grows side 0 greedily from a pseudo-peripheral node (greedy graph
-//! growing: always add the frontier node with the most edges into the region), then improves it
-//! with Fiduccia-Mattheyses passes (single-node moves in gain order, allowing temporary
-//! imbalance and negative moves, rolled back to the best balanced prefix). Several growth starts
-//! are tried on small sets. Both halves recurse in parallel; every choice is seeded from the
-//! caller's seed and the position in the recursion, so the result does not depend on the
-//! thread count.
+//! will hold `ceil(k / 2)` and `floor(k / 2)` parts, side 0's size kept within `[lo, hi]` so
+//! both sides fit their parts; both halves then recurse (in parallel for large sets).
+//!
+//! Each bisection is multilevel, in the manner of METIS: the subgraph is coarsened by
+//! heavy-edge matching (merged nodes and edges carry weights) down to about
+//! [`COARSEN_TO`] nodes; the coarsest graph is bisected by greedy graph growing from a
+//! pseudo-peripheral node (always adding the frontier node with the most edge weight into the
+//! region; several starts); the bisection is then projected back level by level and improved
+//! at each level by Fiduccia-Mattheyses passes (moves in gain order, temporary imbalance and
+//! negative moves allowed, rolled back to the best prefix). On the original subgraph the balance
+//! bounds are exact, and a final step enforces them, so every part holds at most `cap` nodes.
+//!
+//! Where coarsening stops paying off (edges barely merge around the hubs of power-law graphs),
+//! that bisection and the levels below it bisect the graph directly. Child subgraphs are cut
+//! out of the parent's local graph, so a recursion level costs the arcs still inside parts, not
+//! a scan of the whole graph. Every random choice is seeded from the caller's seed and the
+//! position in the recursion, so the result does not depend on the thread count.
 
-use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -21,8 +29,15 @@ use crate::graph::{Graph, GraphOptions, SelfLoops};
 
 /// Node sets above this size recurse in parallel.
 const PARALLEL_MIN_NODES: usize = 4096;
-/// Maximum Fiduccia-Mattheyses passes per bisection.
-const MAX_PASSES: usize = 8;
+/// Coarsening stops at about this many nodes.
+const COARSEN_TO: usize = 160;
+/// Maximum Fiduccia-Mattheyses passes per level.
+const MAX_PASSES: usize = 6;
+/// Greedy-growing starts tried on the coarsest graph.
+const INITIAL_TRIES: u64 = 6;
+/// Graphs above `2 * COARSEN_TO` nodes with fewer arcs than this get two greedy-growing starts,
+/// larger ones one.
+const INITIAL_WORK: usize = 400_000;
 
 /// Partitions the nodes of `graph` into `ceil(N / cap)` parts of at most `cap` nodes each.
 pub(crate) fn partition(graph: &Graph, cap: usize, seed: u64) -> Vec<Vec<u32>> {
@@ -33,41 +48,29 @@ pub(crate) fn partition(graph: &Graph, cap: usize, seed: u64) -> Vec<Vec<u32>> {
         graph
     } else {
         let arcs: Vec<(u32, u32)> = graph.arcs().collect();
-        // Cannot fail: the arcs come from a valid graph of the same size.
-        symmetric = match Graph::from_edges(
-            n,
-            &arcs,
-            &GraphOptions {
-                symmetrize: true,
-                self_loops: SelfLoops::Remove,
-            },
-        ) {
+        let options = GraphOptions {
+            symmetrize: true,
+            self_loops: SelfLoops::Remove,
+        };
+        // Cannot fail: the arcs come from a valid graph with the same node count.
+        symmetric = match Graph::from_edges(n, &arcs, &options) {
             Ok(g) => g,
-            Err(_) => return fallback(n, cap),
+            Err(_) => return chunks((0..n as u32).collect(), cap),
         };
         &symmetric
     };
-    let ctx = Context {
-        adj,
-        cap,
-        owner: (0..n).map(|_| AtomicU32::new(u32::MAX)).collect(),
-        local: (0..n).map(|_| AtomicU32::new(0)).collect(),
-        next_id: AtomicU32::new(0),
-    };
-    let mut parts = ctx.split((0..n as u32).collect(), k, mix(seed, 0x5eed));
+    let whole = WeightedGraph::from_graph(adj);
+    let mut parts =
+        Splitter { cap }.split((0..n as u32).collect(), whole, k, true, mix(seed, 0x5eed));
     for p in &mut parts {
         p.sort_unstable();
     }
     parts
 }
 
-/// Consecutive chunks (only if an internal invariant failed).
-fn fallback(n: usize, cap: usize) -> Vec<Vec<u32>> {
-    (0..n as u32)
-        .collect::<Vec<_>>()
-        .chunks(cap)
-        .map(<[u32]>::to_vec)
-        .collect()
+/// Consecutive chunks of at most `cap` nodes.
+fn chunks(nodes: Vec<u32>, cap: usize) -> Vec<Vec<u32>> {
+    nodes.chunks(cap.max(1)).map(<[u32]>::to_vec).collect()
 }
 
 /// SplitMix64-style mixing of a seed with a salt.
@@ -78,39 +81,116 @@ fn mix(seed: u64, salt: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-struct Context<'a> {
-    adj: &'a Graph,
+/// The recursion of the bisection.
+struct Splitter {
     cap: usize,
-    /// Id of the subgraph task a node currently belongs to (disjoint sets, so tasks never
-    /// write the same entry concurrently; atomics keep the sharing safe).
-    owner: Vec<AtomicU32>,
-    /// Index of a node inside its current subgraph.
-    local: Vec<AtomicU32>,
-    next_id: AtomicU32,
 }
 
-/// The subgraph induced by a node set, with local ids `0..n`.
-struct Subgraph {
+/// An undirected graph with node and edge weights, local ids `0..n`.
+struct WeightedGraph {
     offsets: Vec<usize>,
     targets: Vec<u32>,
+    edge_weights: Vec<u32>,
+    node_weights: Vec<u32>,
+    total_weight: usize,
 }
 
-impl Subgraph {
+impl WeightedGraph {
     fn len(&self) -> usize {
-        self.offsets.len() - 1
+        self.node_weights.len()
     }
-    fn neighbors(&self, v: usize) -> &[u32] {
-        &self.targets[self.offsets[v]..self.offsets[v + 1]]
+
+    /// `(neighbour, edge weight)` pairs of `v`.
+    fn edges(&self, v: usize) -> impl Iterator<Item = (usize, i64)> + '_ {
+        let r = self.offsets[v]..self.offsets[v + 1];
+        self.targets[r.clone()]
+            .iter()
+            .zip(&self.edge_weights[r])
+            .map(|(&t, &w)| (t as usize, i64::from(w)))
     }
-    fn degree(&self, v: usize) -> i32 {
-        (self.offsets[v + 1] - self.offsets[v]) as i32
+
+    fn is_isolated(&self, v: usize) -> bool {
+        self.offsets[v] == self.offsets[v + 1]
+    }
+
+    fn max_node_weight(&self) -> usize {
+        self.node_weights.iter().copied().max().unwrap_or(0) as usize
+    }
+
+    /// `graph` with unit weights, self loops dropped (its arcs are taken as undirected edges).
+    fn from_graph(graph: &Graph) -> WeightedGraph {
+        let n = graph.num_nodes();
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0);
+        let mut targets = Vec::with_capacity(graph.num_edges());
+        for v in 0..n as u32 {
+            targets.extend(graph.neighbors(v).iter().filter(|&&w| w != v));
+            offsets.push(targets.len());
+        }
+        WeightedGraph {
+            offsets,
+            edge_weights: vec![1; targets.len()],
+            targets,
+            node_weights: vec![1; n],
+            total_weight: n,
+        }
+    }
+
+    /// The subgraph induced by the nodes on side `which`, renumbered in order.
+    fn induced(&self, side: &[u8], which: u8) -> WeightedGraph {
+        let n = self.len();
+        let mut new_id = vec![u32::MAX; n];
+        let mut count = 0u32;
+        for v in 0..n {
+            if side[v] == which {
+                new_id[v] = count;
+                count += 1;
+            }
+        }
+        let mut offsets = Vec::with_capacity(count as usize + 1);
+        offsets.push(0);
+        let mut targets = Vec::new();
+        let mut edge_weights = Vec::new();
+        let mut node_weights = Vec::with_capacity(count as usize);
+        for v in (0..n).filter(|&v| side[v] == which) {
+            for (w, ew) in self.edges(v) {
+                if side[w] == which {
+                    targets.push(new_id[w]);
+                    edge_weights.push(ew as u32);
+                }
+            }
+            offsets.push(targets.len());
+            node_weights.push(self.node_weights[v]);
+        }
+        let total_weight = node_weights.iter().map(|&w| w as usize).sum();
+        WeightedGraph {
+            offsets,
+            targets,
+            edge_weights,
+            node_weights,
+            total_weight,
+        }
     }
 }
 
-impl Context<'_> {
-    fn split(&self, nodes: Vec<u32>, k: usize, seed: u64) -> Vec<Vec<u32>> {
+impl Splitter {
+    /// Splits `nodes` (whose induced subgraph is `g`, local id `i` = `nodes[i]`) into `k` parts.
+    /// `coarsen` is false once coarsening stopped paying off higher up the recursion.
+    fn split(
+        &self,
+        nodes: Vec<u32>,
+        g: WeightedGraph,
+        k: usize,
+        coarsen: bool,
+        seed: u64,
+    ) -> Vec<Vec<u32>> {
         if k <= 1 {
-            return vec![nodes];
+            // The balance bounds guarantee nodes.len() <= cap; chunking is only a safety net.
+            return if nodes.len() <= self.cap {
+                vec![nodes]
+            } else {
+                chunks(nodes, self.cap)
+            };
         }
         let n = nodes.len();
         let k1 = k.div_ceil(2);
@@ -118,283 +198,497 @@ impl Context<'_> {
         let hi = (k1 * self.cap).min(n);
         let lo = n.saturating_sub(k2 * self.cap);
         let target = ((n as f64 * k1 as f64 / k as f64).round() as usize).clamp(lo, hi);
-        let sub = self.subgraph(&nodes);
-        let side = bisect(&sub, target, lo, hi, seed);
+        let (side, coarsened) = bisect(&g, Balance { target, lo, hi }, coarsen, seed);
+        let (ga, gb) = (g.induced(&side, 0), g.induced(&side, 1));
+        drop(g);
         let (mut a, mut b) = (Vec::with_capacity(target), Vec::with_capacity(n - target));
         for (i, &v) in nodes.iter().enumerate() {
             if side[i] == 0 { a.push(v) } else { b.push(v) }
         }
-        drop(sub);
         drop(nodes);
         let (sa, sb) = (mix(seed, 1), mix(seed, 2));
         let (mut left, right) = if n >= PARALLEL_MIN_NODES {
-            rayon::join(|| self.split(a, k1, sa), || self.split(b, k2, sb))
+            rayon::join(
+                || self.split(a, ga, k1, coarsened, sa),
+                || self.split(b, gb, k2, coarsened, sb),
+            )
         } else {
-            (self.split(a, k1, sa), self.split(b, k2, sb))
+            (
+                self.split(a, ga, k1, coarsened, sa),
+                self.split(b, gb, k2, coarsened, sb),
+            )
         };
         left.extend(right);
         left
     }
+}
 
-    fn subgraph(&self, nodes: &[u32]) -> Subgraph {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        for (i, &v) in nodes.iter().enumerate() {
-            self.owner[v as usize].store(id, Ordering::Relaxed);
-            self.local[v as usize].store(i as u32, Ordering::Relaxed);
+/// Size bounds of side 0 (in node weight).
+#[derive(Debug, Clone, Copy)]
+struct Balance {
+    /// The ideal size.
+    target: usize,
+    /// Smallest allowed size.
+    lo: usize,
+    /// Largest allowed size.
+    hi: usize,
+}
+
+impl Balance {
+    /// How far `size` is outside `[lo, hi]`.
+    fn violation(&self, size: usize) -> usize {
+        self.lo.saturating_sub(size) + size.saturating_sub(self.hi)
+    }
+
+    /// The same bounds widened by `tol` on both sides.
+    fn widened(&self, tol: usize, total: usize) -> Balance {
+        Balance {
+            target: self.target,
+            lo: self.lo.saturating_sub(tol),
+            hi: (self.hi + tol).min(total),
         }
-        let mut offsets = Vec::with_capacity(nodes.len() + 1);
-        offsets.push(0);
-        let mut targets = Vec::new();
-        for &v in nodes {
-            for &w in self.adj.neighbors(v) {
-                if w != v && self.owner[w as usize].load(Ordering::Relaxed) == id {
-                    targets.push(self.local[w as usize].load(Ordering::Relaxed));
-                }
-            }
-            offsets.push(targets.len());
-        }
-        Subgraph { offsets, targets }
     }
 }
 
-/// Bisects `sub` into side 0 (size in `[lo, hi]`, aiming at `target`) and side 1, minimizing
-/// cut edges. Returns the side of every local node.
-fn bisect(sub: &Subgraph, target: usize, lo: usize, hi: usize, seed: u64) -> Vec<u8> {
-    let n = sub.len();
-    if target == 0 {
-        return vec![1; n];
+/// Bisects `g` into side 0 (weight within `balance`) and side 1, minimizing the cut weight,
+/// multilevel when `coarsen` (and worthwhile). Returns the side of every node, and whether
+/// coarsening paid off (if it did not, deeper levels skip it). Exact bounds hold on return when
+/// all node weights are 1.
+fn bisect(g: &WeightedGraph, balance: Balance, coarsen: bool, seed: u64) -> (Vec<u8>, bool) {
+    let n = g.len();
+    if balance.hi == 0 {
+        return (vec![1; n], coarsen);
     }
-    if target == n {
-        return vec![0; n];
+    if balance.lo >= g.total_weight {
+        return (vec![0; n], coarsen);
     }
-    let tries = match sub.targets.len() {
-        0..=50_000 => 4,
-        50_001..=500_000 => 2,
-        _ => 1,
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let tiebreak: Vec<u32> = (0..n).map(|_| rng.random()).collect();
+    let mut coarsened = coarsen;
+    let mut side = 'side: {
+        if n > COARSEN_TO && coarsen {
+            let max_weight = g.total_weight.div_ceil(COARSEN_TO / 2).max(1);
+            let (coarse, map) = coarsen_once(g, max_weight, &tiebreak, &mut rng);
+            // Coarsening pays off only while the graph really shrinks; around the hubs of
+            // power-law graphs the edges barely merge, and bisecting directly is as good.
+            if coarse.len() as f64 <= 0.95 * n as f64
+                && coarse.targets.len() as f64 <= 0.9 * g.targets.len() as f64
+            {
+                let tol = coarse.max_node_weight();
+                let (coarse_side, _) = bisect(
+                    &coarse,
+                    balance.widened(tol, g.total_weight),
+                    true,
+                    mix(seed, 7),
+                );
+                let mut side: Vec<u8> = map.iter().map(|&c| coarse_side[c as usize]).collect();
+                let tol = if g.max_node_weight() > 1 {
+                    g.max_node_weight()
+                } else {
+                    0
+                };
+                refine(
+                    g,
+                    &mut side,
+                    balance.widened(tol, g.total_weight),
+                    &tiebreak,
+                );
+                break 'side side;
+            }
+            coarsened = false;
+        }
+        // Already refined.
+        initial_bisection(g, balance, &tiebreak, seed)
     };
-    let mut best: Option<(u64, Vec<u8>)> = None;
+    if g.max_node_weight() <= 1 {
+        enforce(g, &mut side, balance);
+    }
+    (side, coarsened)
+}
+
+/// Greedy graph growing from several starts (up to [`INITIAL_TRIES`]), each refined; the
+/// smallest cut wins.
+fn initial_bisection(g: &WeightedGraph, balance: Balance, tiebreak: &[u32], seed: u64) -> Vec<u8> {
+    let tol = g.max_node_weight().saturating_sub(1);
+    let bounds = balance.widened(tol, g.total_weight);
+    let mut best: Option<((usize, i64), Vec<u8>)> = None;
+    // Several starts on coarsest graphs; large graphs (reached when coarsening does not pay
+    // off) get at most two.
+    let tries = if g.len() <= 2 * COARSEN_TO {
+        INITIAL_TRIES
+    } else {
+        (INITIAL_WORK / g.targets.len().max(1)).clamp(1, 2) as u64
+    };
     for t in 0..tries {
         let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, 100 + t));
-        let tiebreak: Vec<u32> = (0..n).map(|_| rng.random()).collect();
-        let mut side = grow(sub, target, &tiebreak, &mut rng);
-        let cut = refine(sub, &mut side, target, lo, hi, &tiebreak);
-        if best.as_ref().is_none_or(|(c, _)| cut < *c) {
-            best = Some((cut, side));
+        let mut side = grow(g, balance.target, tiebreak, &mut rng);
+        refine(g, &mut side, bounds, tiebreak);
+        let size0 = side_weight(g, &side);
+        let key = (bounds.violation(size0), cut_weight(g, &side));
+        if best.as_ref().is_none_or(|(k, _)| key < *k) {
+            best = Some((key, side));
         }
-        if cut == 0 {
+        if key == (0, 0) {
             break;
         }
     }
-    best.map_or_else(|| vec![1; n], |(_, s)| s)
+    best.map_or_else(|| vec![1; g.len()], |(_, s)| s)
 }
 
-/// Number of edges between the two sides.
-fn cut_size(sub: &Subgraph, side: &[u8]) -> u64 {
-    (0..sub.len())
+/// Heavy-edge matching: returns the coarse graph and the coarse node of every node. Nodes are
+/// visited in random order and matched with the unmatched neighbour joined by the heaviest edge
+/// (merged weight at most `max_weight`); isolated nodes are paired with each other.
+fn coarsen_once(
+    g: &WeightedGraph,
+    max_weight: usize,
+    tiebreak: &[u32],
+    rng: &mut ChaCha8Rng,
+) -> (WeightedGraph, Vec<u32>) {
+    const UNMATCHED: u32 = u32::MAX;
+    let n = g.len();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.shuffle(rng);
+    let mut mate = vec![UNMATCHED; n];
+    let mut lonely: Option<usize> = None;
+    for &v in &order {
+        let v = v as usize;
+        if mate[v] != UNMATCHED {
+            continue;
+        }
+        let wv = g.node_weights[v] as usize;
+        if g.is_isolated(v) {
+            match lonely.take() {
+                Some(u) if g.node_weights[u] as usize + wv <= max_weight => {
+                    mate[u] = v as u32;
+                    mate[v] = u as u32;
+                }
+                Some(_) | None => lonely = Some(v),
+            }
+            continue;
+        }
+        let mut best: Option<(i64, u32, usize)> = None;
+        for (w, ew) in g.edges(v) {
+            if mate[w] == UNMATCHED && w != v && g.node_weights[w] as usize + wv <= max_weight {
+                let key = (ew, tiebreak[w], w);
+                if best.is_none_or(|b| (key.0, key.1) > (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+        }
+        match best {
+            Some((_, _, w)) => {
+                mate[v] = w as u32;
+                mate[w] = v as u32;
+            }
+            None => mate[v] = v as u32,
+        }
+    }
+    // Coarse ids in node order.
+    let mut map = vec![UNMATCHED; n];
+    let mut count = 0u32;
+    for v in 0..n {
+        if map[v] == UNMATCHED {
+            map[v] = count;
+            let m = mate[v];
+            if m != UNMATCHED {
+                map[m as usize] = count;
+            }
+            count += 1;
+        }
+    }
+    let cn = count as usize;
+    let mut members: Vec<[u32; 2]> = vec![[UNMATCHED; 2]; cn];
+    for v in 0..n {
+        let slot = &mut members[map[v] as usize];
+        if slot[0] == UNMATCHED {
+            slot[0] = v as u32;
+        } else {
+            slot[1] = v as u32;
+        }
+    }
+    let mut offsets = Vec::with_capacity(cn + 1);
+    offsets.push(0);
+    let mut targets: Vec<u32> = Vec::with_capacity(g.targets.len() / 2);
+    let mut edge_weights: Vec<u32> = Vec::with_capacity(g.targets.len() / 2);
+    let mut node_weights = Vec::with_capacity(cn);
+    // position[c] = index in `targets` of coarse neighbour c in the current row, if present.
+    let mut position = vec![usize::MAX; cn];
+    for (c, pair) in members.iter().enumerate() {
+        let row_start = targets.len();
+        let mut weight = 0u32;
+        for &v in pair.iter().filter(|&&v| v != UNMATCHED) {
+            let v = v as usize;
+            weight += g.node_weights[v];
+            for (w, ew) in g.edges(v) {
+                let cw = map[w] as usize;
+                if cw == c {
+                    continue;
+                }
+                let p = position[cw];
+                if p != usize::MAX && p >= row_start {
+                    edge_weights[p] += ew as u32;
+                } else {
+                    position[cw] = targets.len();
+                    targets.push(cw as u32);
+                    edge_weights.push(ew as u32);
+                }
+            }
+        }
+        node_weights.push(weight);
+        offsets.push(targets.len());
+    }
+    let coarse = WeightedGraph {
+        offsets,
+        targets,
+        edge_weights,
+        node_weights,
+        total_weight: g.total_weight,
+    };
+    (coarse, map)
+}
+
+/// Total node weight on side 0.
+fn side_weight(g: &WeightedGraph, side: &[u8]) -> usize {
+    (0..g.len())
+        .filter(|&v| side[v] == 0)
+        .map(|v| g.node_weights[v] as usize)
+        .sum()
+}
+
+/// Total weight of edges between the two sides.
+fn cut_weight(g: &WeightedGraph, side: &[u8]) -> i64 {
+    (0..g.len())
         .filter(|&v| side[v] == 0)
         .map(|v| {
-            sub.neighbors(v)
-                .iter()
-                .filter(|&&w| side[w as usize] == 1)
-                .count() as u64
+            g.edges(v)
+                .filter(|&(w, _)| side[w] == 1)
+                .map(|(_, ew)| ew)
+                .sum::<i64>()
         })
         .sum()
 }
 
 /// The last node reached by a BFS from `start` (a pseudo-peripheral node of its component).
-fn farthest(sub: &Subgraph, start: usize) -> usize {
-    let mut seen = vec![false; sub.len()];
-    let mut queue = std::collections::VecDeque::from([start]);
+fn farthest(g: &WeightedGraph, start: usize) -> usize {
+    let mut seen = vec![false; g.len()];
+    let mut queue = VecDeque::from([start]);
     seen[start] = true;
     let mut last = start;
     while let Some(u) = queue.pop_front() {
         last = u;
-        for &w in sub.neighbors(u) {
-            if !seen[w as usize] {
-                seen[w as usize] = true;
-                queue.push_back(w as usize);
+        for (w, _) in g.edges(u) {
+            if !seen[w] {
+                seen[w] = true;
+                queue.push_back(w);
             }
         }
     }
     last
 }
 
-/// Greedy graph growing: grows side 0 to `target` nodes, always adding the frontier node whose
-/// move reduces the cut most; restarts from a random unassigned node when the frontier is empty
-/// (another component).
-fn grow(sub: &Subgraph, target: usize, tiebreak: &[u32], rng: &mut ChaCha8Rng) -> Vec<u8> {
-    let n = sub.len();
+/// Greedy graph growing: grows side 0 until its weight reaches `target`, always adding the
+/// frontier node whose move reduces the cut most; restarts from a random unassigned node when
+/// the frontier is empty (another component).
+fn grow(g: &WeightedGraph, target: usize, tiebreak: &[u32], rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let n = g.len();
     let mut side = vec![1u8; n];
-    let mut conn = vec![0i32; n];
+    // conn[v] = edge weight from v into the region; degree[v] = v's total edge weight.
+    let mut conn = vec![0i64; n];
+    let degree: Vec<i64> = (0..n).map(|v| g.edges(v).map(|(_, w)| w).sum()).collect();
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.shuffle(rng);
     let mut next_seed = 0usize;
-    let mut heap: BinaryHeap<(i32, u32, u32)> = BinaryHeap::new();
-    let start = farthest(sub, order[0] as usize);
-    heap.push((-sub.degree(start), tiebreak[start], start as u32));
+    let mut heap: BinaryHeap<(i64, u32, u32)> = BinaryHeap::new();
+    let start = farthest(g, order[0] as usize);
+    heap.push((-degree[start], tiebreak[start], start as u32));
     let mut size = 0;
     while size < target {
         let v = match heap.pop() {
             Some((gain, _, v)) => {
                 let v = v as usize;
-                if side[v] == 0 || gain != 2 * conn[v] - sub.degree(v) {
+                if side[v] == 0 || gain != 2 * conn[v] - degree[v] {
                     continue;
                 }
                 v
             }
             None => {
-                while side[order[next_seed] as usize] == 0 {
+                while next_seed < n && side[order[next_seed] as usize] == 0 {
                     next_seed += 1;
                 }
-                order[next_seed] as usize
+                match order.get(next_seed) {
+                    Some(&v) => v as usize,
+                    None => break,
+                }
             }
         };
         side[v] = 0;
-        size += 1;
-        for &w in sub.neighbors(v) {
-            let w = w as usize;
-            conn[w] += 1;
+        size += g.node_weights[v] as usize;
+        for (w, ew) in g.edges(v) {
+            conn[w] += ew;
             if side[w] == 1 {
-                heap.push((2 * conn[w] - sub.degree(w), tiebreak[w], w as u32));
+                heap.push((2 * conn[w] - degree[w], tiebreak[w], w as u32));
             }
         }
     }
     side
 }
 
-/// Fiduccia-Mattheyses refinement keeping side 0's size in `[lo, hi]`; returns the final cut.
-fn refine(
-    sub: &Subgraph,
-    side: &mut [u8],
-    target: usize,
-    lo: usize,
-    hi: usize,
-    tiebreak: &[u32],
-) -> u64 {
-    let n = sub.len();
-    // gain[v] = (edges to the other side) - (edges to its own side): the cut reduction of moving v.
-    let mut gain: Vec<i32> = (0..n)
+/// Fiduccia-Mattheyses refinement. Keeps (or brings) side 0's weight within `balance`, then
+/// lowers the cut: states are ranked by (balance violation, cut, distance from the target).
+fn refine(g: &WeightedGraph, side: &mut [u8], balance: Balance, tiebreak: &[u32]) {
+    let n = g.len();
+    // gain[v] = (edge weight to the other side) - (to its own side): the cut reduction of moving v.
+    let mut gain: Vec<i64> = (0..n)
         .map(|v| {
-            sub.neighbors(v)
-                .iter()
-                .map(|&w| if side[w as usize] != side[v] { 1 } else { -1 })
+            g.edges(v)
+                .map(|(w, ew)| if side[w] != side[v] { ew } else { -ew })
                 .sum()
         })
         .collect();
-    let mut size0 = side.iter().filter(|&&s| s == 0).count();
-    let slack = (n / 128).clamp(2, 64);
-    let (lo_tmp, hi_tmp) = (lo.saturating_sub(slack), (hi + slack).min(n));
+    let mut size0 = side_weight(g, side);
+    let slack = (g.total_weight / 128).clamp(2, 64).max(g.max_node_weight());
+    let lo_tmp = balance.lo.saturating_sub(slack);
+    let hi_tmp = balance.hi + slack;
     let stall_limit = (100 + n / 100).min(1000);
     let mut locked = vec![false; n];
     let mut moves: Vec<u32> = Vec::new();
+    // Lower is better.
+    let rank = |size0: usize, cut_delta: i64| {
+        (
+            balance.violation(size0),
+            -cut_delta,
+            size0.abs_diff(balance.target),
+        )
+    };
 
     for _ in 0..MAX_PASSES {
-        let mut heaps: [BinaryHeap<(i32, u32, u32)>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
+        let mut heaps: [BinaryHeap<(i64, u32, u32)>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
         for v in 0..n {
             // Boundary nodes, plus isolated nodes: free moves that fix the balance.
-            let nbrs = sub.neighbors(v);
-            if nbrs.is_empty() || nbrs.iter().any(|&w| side[w as usize] != side[v]) {
+            if g.is_isolated(v) || g.edges(v).any(|(w, _)| side[w] != side[v]) {
                 heaps[side[v] as usize].push((gain[v], tiebreak[v], v as u32));
             }
         }
         locked.fill(false);
         moves.clear();
-        let (mut total, mut best_total) = (0i64, 0i64);
+        let mut total = 0i64;
+        let start_rank = rank(size0, 0);
+        let mut best_rank = start_rank;
         let mut best_len = 0usize;
-        let mut best_imbalance = size0.abs_diff(target);
         loop {
-            // Valid top of each heap whose move keeps the temporary balance.
-            let mut top = [None, None];
-            for s in 0..2 {
-                let allowed = if s == 0 {
-                    size0 > lo_tmp
-                } else {
-                    size0 < hi_tmp
-                };
-                if !allowed {
-                    continue;
-                }
-                while let Some(&(g, _, v)) = heaps[s].peek() {
-                    let vu = v as usize;
-                    if locked[vu] || side[vu] as usize != s || gain[vu] != g {
-                        heaps[s].pop();
-                    } else {
-                        top[s] = Some((g, v));
-                        break;
+            // The valid top of each heap whose move keeps the temporary bounds.
+            let mut top: [Option<(i64, usize)>; 2] = [None, None];
+            for (s, heap) in heaps.iter_mut().enumerate() {
+                while let Some(&(gv, _, v)) = heap.peek() {
+                    let v = v as usize;
+                    if locked[v] || side[v] as usize != s || gain[v] != gv {
+                        heap.pop();
+                        continue;
                     }
+                    let w = g.node_weights[v] as usize;
+                    let allowed = if s == 0 {
+                        size0 >= w && size0 - w >= lo_tmp.min(size0)
+                    } else {
+                        size0 + w <= hi_tmp.max(size0)
+                    };
+                    // The heaviest side must shed weight first when out of bounds.
+                    let forced_ok =
+                        (size0 <= balance.hi || s == 0) && (size0 >= balance.lo || s == 1);
+                    if allowed && forced_ok {
+                        top[s] = Some((gv, v));
+                    }
+                    break;
                 }
             }
             let from = match (top[0], top[1]) {
                 (None, None) => break,
                 (Some(_), None) => 0,
                 (None, Some(_)) => 1,
-                (Some((g0, _)), Some((g1, _))) => {
-                    if g0 != g1 {
-                        usize::from(g1 > g0)
-                    } else {
-                        usize::from(size0 <= target)
-                    }
-                }
+                (Some((g0, _)), Some((g1, _))) if g0 != g1 => usize::from(g1 > g0),
+                _ => usize::from(size0 <= balance.target),
             };
-            let Some((g, v)) = top[from] else { break };
+            let Some((gv, v)) = top[from] else { break };
             heaps[from].pop();
-            let v = v as usize;
             locked[v] = true;
-            move_node(sub, side, &mut gain, v);
+            move_node(g, side, &mut gain, v);
+            let w = g.node_weights[v] as usize;
             if from == 0 {
-                size0 -= 1;
+                size0 -= w;
             } else {
-                size0 += 1;
+                size0 += w;
             }
-            total += i64::from(g);
+            total += gv;
             moves.push(v as u32);
-            for &w in sub.neighbors(v) {
-                let w = w as usize;
-                if !locked[w] {
-                    heaps[side[w] as usize].push((gain[w], tiebreak[w], w as u32));
+            for (u, _) in g.edges(v) {
+                if !locked[u] {
+                    heaps[side[u] as usize].push((gain[u], tiebreak[u], u as u32));
                 }
             }
-            if (lo..=hi).contains(&size0) {
-                let imbalance = size0.abs_diff(target);
-                if total > best_total || (total == best_total && imbalance < best_imbalance) {
-                    best_total = total;
-                    best_len = moves.len();
-                    best_imbalance = imbalance;
-                }
+            let r = rank(size0, total);
+            if r < best_rank {
+                best_rank = r;
+                best_len = moves.len();
             }
             if moves.len() - best_len > stall_limit {
                 break;
             }
         }
-        // Undo the moves after the best balanced prefix.
+        // Undo the moves after the best prefix.
         for &v in moves[best_len..].iter().rev() {
             let v = v as usize;
+            let w = g.node_weights[v] as usize;
             if side[v] == 0 {
-                size0 -= 1;
+                size0 -= w;
             } else {
-                size0 += 1;
+                size0 += w;
             }
-            move_node(sub, side, &mut gain, v);
+            move_node(g, side, &mut gain, v);
         }
-        if best_total <= 0 {
+        if best_rank >= start_rank {
             break;
         }
     }
-    cut_size(sub, side)
 }
 
 /// Moves `v` to the other side, updating its and its neighbours' gains.
-fn move_node(sub: &Subgraph, side: &mut [u8], gain: &mut [i32], v: usize) {
+fn move_node(g: &WeightedGraph, side: &mut [u8], gain: &mut [i64], v: usize) {
     side[v] ^= 1;
     gain[v] = -gain[v];
-    for &w in sub.neighbors(v) {
-        let w = w as usize;
+    for (w, ew) in g.edges(v) {
         // w's edge to v switched between internal and external.
         if side[w] == side[v] {
-            gain[w] -= 2;
+            gain[w] -= 2 * ew;
         } else {
-            gain[w] += 2;
+            gain[w] += 2 * ew;
         }
+    }
+}
+
+/// Guarantees `balance.lo <= side-0 weight <= balance.hi` for unit node weights by moving the
+/// best-gain nodes off the heavy side (normally a no-op after refinement).
+fn enforce(g: &WeightedGraph, side: &mut [u8], balance: Balance) {
+    let size0 = side_weight(g, side);
+    let (from, excess) = if size0 > balance.hi {
+        (0u8, size0 - balance.hi)
+    } else if size0 < balance.lo {
+        (1u8, balance.lo - size0)
+    } else {
+        return;
+    };
+    let mut candidates: Vec<(i64, usize)> = (0..g.len())
+        .filter(|&v| side[v] == from)
+        .map(|v| {
+            (
+                g.edges(v)
+                    .map(|(w, ew)| if side[w] != side[v] { ew } else { -ew })
+                    .sum(),
+                v,
+            )
+        })
+        .collect();
+    candidates.sort_unstable_by(|a, b| b.cmp(a));
+    for &(_, v) in candidates.iter().take(excess) {
+        side[v] ^= 1;
     }
 }
 
@@ -402,44 +696,106 @@ fn move_node(sub: &Subgraph, side: &mut [u8], gain: &mut [i32], v: usize) {
 mod tests {
     use super::*;
 
-    fn sub_of(graph: &Graph) -> Subgraph {
-        let n = graph.num_nodes();
-        let ctx = Context {
-            adj: graph,
-            cap: n,
-            owner: (0..n).map(|_| AtomicU32::new(u32::MAX)).collect(),
-            local: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            next_id: AtomicU32::new(0),
-        };
-        ctx.subgraph(&(0..n as u32).collect::<Vec<_>>())
+    fn unit(graph: &Graph) -> WeightedGraph {
+        WeightedGraph::from_graph(graph)
+    }
+
+    fn tiebreak(n: usize, seed: u64) -> Vec<u32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n).map(|_| rng.random()).collect()
     }
 
     #[test]
-    fn refinement_gains_stay_consistent_and_cut_never_grows() {
+    fn refinement_lowers_the_cut_within_bounds() {
         let ds = crate::synthetic::CsbmConfig {
             num_nodes: 600,
             ..Default::default()
         }
         .generate()
         .unwrap();
-        let sub = sub_of(&ds.graph);
+        let g = unit(&ds.graph);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let tiebreak: Vec<u32> = (0..600).map(|_| rng.random()).collect();
-        // A random balanced start: refinement must lower its cut a lot.
         let mut side: Vec<u8> = (0..600).map(|v| u8::from(v % 2 == 1)).collect();
         side.shuffle(&mut rng);
-        let before = cut_size(&sub, &side);
-        let after = refine(&sub, &mut side, 300, 290, 310, &tiebreak);
-        assert_eq!(after, cut_size(&sub, &side));
-        let size0 = side.iter().filter(|&&s| s == 0).count();
+        let before = cut_weight(&g, &side);
+        let balance = Balance {
+            target: 300,
+            lo: 290,
+            hi: 310,
+        };
+        refine(&g, &mut side, balance, &tiebreak(600, 1));
+        let size0 = side_weight(&g, &side);
         assert!((290..=310).contains(&size0), "size0 {size0}");
+        let after = cut_weight(&g, &side);
         assert!(after < before * 3 / 4, "cut {before} -> {after}");
     }
 
     #[test]
-    fn zero_slack_bisection_still_improves() {
-        // Two 100-node cliques joined by a matching, randomly split 100/100: FM with exact
-        // balance must still find the clique split by temporary imbalance (swaps).
+    fn refinement_restores_balance_from_an_infeasible_start() {
+        let ds = crate::synthetic::CsbmConfig {
+            num_nodes: 400,
+            ..Default::default()
+        }
+        .generate()
+        .unwrap();
+        let g = unit(&ds.graph);
+        let mut side: Vec<u8> = (0..400).map(|v| u8::from(v >= 300)).collect();
+        let balance = Balance {
+            target: 200,
+            lo: 200,
+            hi: 200,
+        };
+        refine(&g, &mut side, balance, &tiebreak(400, 2));
+        enforce(&g, &mut side, balance);
+        assert_eq!(side_weight(&g, &side), 200);
+    }
+
+    #[test]
+    fn coarsening_preserves_weights_and_cut() {
+        let ds = crate::synthetic::CsbmConfig {
+            num_nodes: 1000,
+            ..Default::default()
+        }
+        .generate()
+        .unwrap();
+        let g = unit(&ds.graph);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (coarse, map) = coarsen_once(&g, 4, &tiebreak(1000, 3), &mut rng);
+        assert!(coarse.len() < 700, "coarsened only to {}", coarse.len());
+        assert_eq!(
+            coarse
+                .node_weights
+                .iter()
+                .map(|&w| w as usize)
+                .sum::<usize>(),
+            1000
+        );
+        assert_eq!(
+            coarse
+                .edge_weights
+                .iter()
+                .map(|&w| w as usize)
+                .sum::<usize>()
+                + {
+                    // Edges inside a coarse node disappear.
+                    (0..1000)
+                        .map(|v| g.edges(v).filter(|&(w, _)| map[w] == map[v]).count())
+                        .sum::<usize>()
+                },
+            g.targets.len()
+        );
+        // Any coarse bisection has the same cut on the fine graph.
+        let coarse_side: Vec<u8> = (0..coarse.len()).map(|c| (c % 3 == 0) as u8).collect();
+        let fine_side: Vec<u8> = map.iter().map(|&c| coarse_side[c as usize]).collect();
+        assert_eq!(
+            cut_weight(&coarse, &coarse_side),
+            cut_weight(&g, &fine_side)
+        );
+    }
+
+    #[test]
+    fn zero_slack_bisection_finds_the_planted_cut() {
+        // Two 100-node cliques joined by a perfect matching, exact 100/100 balance required.
         let mut edges = Vec::new();
         for c in 0..2u32 {
             for i in 0..100 {
@@ -451,17 +807,19 @@ mod tests {
         for i in 0..100 {
             edges.push((i, 100 + i));
         }
-        let g = Graph::from_edges(200, &edges, &GraphOptions::default()).unwrap();
-        let sub = sub_of(&g);
-        let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let tiebreak: Vec<u32> = (0..200).map(|_| rng.random()).collect();
-        let side = bisect(&sub, 100, 100, 100, 4);
-        assert_eq!(side.iter().filter(|&&s| s == 0).count(), 100);
-        assert_eq!(cut_size(&sub, &side), 100);
-        let mut random: Vec<u8> = (0..200).map(|v| u8::from(v % 2 == 1)).collect();
-        random.shuffle(&mut rng);
-        let cut = refine(&sub, &mut random, 100, 100, 100, &tiebreak);
-        assert_eq!(random.iter().filter(|&&s| s == 0).count(), 100);
-        assert!(cut < 2000, "cut {cut}");
+        let graph = Graph::from_edges(200, &edges, &GraphOptions::default()).unwrap();
+        let g = unit(&graph);
+        let (side, _) = bisect(
+            &g,
+            Balance {
+                target: 100,
+                lo: 100,
+                hi: 100,
+            },
+            true,
+            4,
+        );
+        assert_eq!(side_weight(&g, &side), 100);
+        assert_eq!(cut_weight(&g, &side), 100);
     }
 }

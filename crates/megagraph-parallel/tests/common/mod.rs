@@ -12,7 +12,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput};
-use megagraph_parallel::{BatchSource, TrainBatch};
+use megagraph_parallel::{BatchSource, TrainBatch, trainable};
 
 pub type B = Autodiff<Flex>;
 pub type Inner = Flex;
@@ -49,7 +49,8 @@ pub const MAX_DISTANCE: u8 = 3;
 
 /// The tiny model of the tests: hidden 16, 2 heads, dropout 0.
 pub fn model_config(layers: usize) -> GraphTransformerConfig {
-    GraphTransformerConfig::new(Some(FEATURES), 0, CLASSES)
+    GraphTransformerConfig::new(0, CLASSES)
+        .with_feature_dim(Some(FEATURES))
         .with_num_layers(layers)
         .with_num_heads(2)
         .with_hidden(16)
@@ -103,10 +104,20 @@ impl Synthetic {
         let buckets = MAX_DISTANCE as u64 + 2;
         let sequences = (0..count)
             .map(|i| {
-                let real = if i % 3 == 1 { seq_len - 1 - (i % 4) } else { seq_len };
+                let real = if i % 3 == 1 {
+                    seq_len - 1 - (i % 4)
+                } else {
+                    seq_len
+                };
                 let padding: Vec<bool> = (0..seq_len).map(|p| p >= real).collect();
                 let weight = (0..seq_len)
-                    .map(|p| if p < real && rng.below(2) == 0 { 1.0 } else { 0.0 })
+                    .map(|p| {
+                        if p < real && rng.below(2) == 0 {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    })
                     .collect();
                 Sequence {
                     features: (0..seq_len * FEATURES).map(|_| rng.uniform(1.0)).collect(),
@@ -122,7 +133,9 @@ impl Synthetic {
                         })
                         .collect(),
                     padding,
-                    labels: (0..seq_len).map(|_| rng.below(CLASSES as u64) as i64).collect(),
+                    labels: (0..seq_len)
+                        .map(|_| rng.below(CLASSES as u64) as i64)
+                        .collect(),
                     weight,
                 }
             })
@@ -160,14 +173,20 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
         let ints = |f: &dyn Fn(&Sequence) -> &Vec<i64>| -> Vec<i64> {
             picked.iter().flat_map(|q| f(q).iter().copied()).collect()
         };
-        let padding: Vec<bool> = picked.iter().flat_map(|q| q.padding.iter().copied()).collect();
+        let padding: Vec<bool> = picked
+            .iter()
+            .flat_map(|q| q.padding.iter().copied())
+            .collect();
         Ok(TrainBatch {
             graph: GraphBatch {
                 input: NodeInput::Features(Tensor::from_data(
                     TensorData::new(floats(&|q| &q.features), [n, s, FEATURES]),
                     device,
                 )),
-                in_degree: Tensor::from_data(TensorData::new(ints(&|q| &q.in_degree), [n, s]), device),
+                in_degree: Tensor::from_data(
+                    TensorData::new(ints(&|q| &q.in_degree), [n, s]),
+                    device,
+                ),
                 out_degree: Tensor::from_data(
                     TensorData::new(ints(&|q| &q.out_degree), [n, s]),
                     device,
@@ -179,7 +198,10 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
                 padding: Tensor::from_data(TensorData::new(padding, [n, s]), device),
             },
             labels: Tensor::from_data(TensorData::new(ints(&|q| &q.labels), [n, s]), device),
-            train_weight: Tensor::from_data(TensorData::new(floats(&|q| &q.weight), [n, s]), device),
+            train_weight: Tensor::from_data(
+                TensorData::new(floats(&|q| &q.weight), [n, s]),
+                device,
+            ),
         })
     }
 
@@ -200,7 +222,9 @@ pub fn masked_cross_entropy<Bk: Backend>(
     count: usize,
 ) -> Tensor<Bk, 1> {
     let log_probs = log_softmax(logits, 2);
-    let picked = log_probs.gather(2, labels.unsqueeze_dim(2)).squeeze_dim::<2>(2);
+    let picked = log_probs
+        .gather(2, labels.unsqueeze_dim(2))
+        .squeeze_dim::<2>(2);
     (picked * weight).sum().neg() / count as f64
 }
 
@@ -213,11 +237,12 @@ pub fn single_device(
     optimizer: &AdamWConfig,
 ) -> (Vec<f64>, GraphTransformer<Inner>) {
     let device = Default::default();
-    let mut model = GraphTransformer::<B>::from_inner(model);
+    let mut model = trainable(GraphTransformer::<B>::from_inner(model));
     let mut optim = optimizer.init::<B, GraphTransformer<B>>();
     let mut losses = Vec::new();
     for sequences in steps {
-        let batch = BatchSource::<B>::batch(source, sequences, &device).unwrap_or_else(|e| panic!("{e}"));
+        let batch =
+            BatchSource::<B>::batch(source, sequences, &device).unwrap_or_else(|e| panic!("{e}"));
         let count = BatchSource::<B>::train_nodes(source, sequences);
         let logits = model.forward(batch.graph);
         let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, count);
@@ -278,5 +303,8 @@ pub fn max_parameter_difference<Bk: Backend>(
     pa.iter()
         .zip(&pb)
         .map(|((name, x), (_, y))| (relative(x, y), name.clone()))
-        .fold((0.0, String::new()), |acc, cur| if cur.0 > acc.0 { cur } else { acc })
+        .fold(
+            (0.0, String::new()),
+            |acc, cur| if cur.0 > acc.0 { cur } else { acc },
+        )
 }

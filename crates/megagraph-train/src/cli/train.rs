@@ -49,6 +49,9 @@ pub struct TrainArgs {
     /// Measure distances in the whole graph or in each sequence's induced subgraph.
     #[arg(long, value_enum)]
     pub distance_scope: Option<ScopeArg>,
+    /// Rounds of GCN-normalized feature propagation appended to the node features (0 = none).
+    #[arg(long, value_name = "K")]
+    pub feature_hops: Option<usize>,
     /// Probability of moving a node pair of a training batch to the "farther" distance bucket.
     #[arg(long, value_name = "P")]
     pub structure_dropout: Option<f64>,
@@ -73,6 +76,9 @@ pub struct TrainArgs {
     /// Dropout on the raw input features.
     #[arg(long, value_name = "P")]
     pub input_dropout: Option<f64>,
+    /// Attention key dropout: probability of hiding a key node from all queries of a layer.
+    #[arg(long, value_name = "P")]
+    pub key_dropout: Option<f64>,
     /// Peak learning rate.
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
@@ -154,6 +160,7 @@ impl TrainArgs {
             };
         }
         set(&mut c.data.structure_dropout, &self.structure_dropout);
+        set(&mut c.data.feature_hops, &self.feature_hops);
         set(&mut c.model.preset, &self.preset);
         if self.layers.is_some() {
             c.model.layers = self.layers;
@@ -169,6 +176,7 @@ impl TrainArgs {
         }
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
+        set(&mut c.model.key_dropout, &self.key_dropout);
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         if self.metrics_out.is_some() {
