@@ -18,6 +18,11 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 
 use crate::backend::{GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs};
 
+/// Fused backends (`burn::backend::Wgpu` / `Cuda` with Burn's `fusion` feature) run the reference
+/// implementation, whose tensor ops the fusion runtime compiles; the hand-written kernels need the
+/// plain [`CubeBackend`].
+impl<B: burn_fusion::FusionBackend> GraphAttentionBackend for burn_fusion::Fusion<B> {}
+
 impl<R, F, I, BT> GraphAttentionBackend for CubeBackend<R, F, I, BT>
 where
     R: CubeRuntime,

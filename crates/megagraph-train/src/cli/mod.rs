@@ -3,12 +3,46 @@
 mod plan;
 mod train;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 pub use plan::PlanArgs;
 pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
+use crate::config::ModelConfig;
 use crate::error::Result;
+
+/// Model-size flags shared by `train` and `plan`; each overrides the preset when given.
+#[derive(Debug, Args)]
+pub struct ModelShapeArgs {
+    /// Number of transformer layers.
+    #[arg(long, value_name = "L")]
+    pub layers: Option<usize>,
+    /// Number of attention heads.
+    #[arg(long, value_name = "H")]
+    pub heads: Option<usize>,
+    /// Model width.
+    #[arg(long, value_name = "D")]
+    pub hidden: Option<usize>,
+    /// FFN hidden width.
+    #[arg(long, value_name = "D")]
+    pub ffn_hidden: Option<usize>,
+}
+
+impl ModelShapeArgs {
+    /// Sets the given flags on `model`, keeping its values for the others.
+    pub fn apply(&self, model: &mut ModelConfig) {
+        for (slot, flag) in [
+            (&mut model.layers, self.layers),
+            (&mut model.heads, self.heads),
+            (&mut model.hidden, self.hidden),
+            (&mut model.ffn_hidden, self.ffn_hidden),
+        ] {
+            if flag.is_some() {
+                *slot = flag;
+            }
+        }
+    }
+}
 
 /// Train Graph Transformers on large graphs.
 #[derive(Debug, Parser)]

@@ -4,6 +4,7 @@ use clap::Args;
 use megagraph_models::ModelPreset;
 use megagraph_planner::{ClusterSpec, ModelShape, SearchOptions, Workload, plan_analytic};
 
+use super::ModelShapeArgs;
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
 
@@ -16,18 +17,9 @@ pub struct PlanArgs {
     /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
     #[arg(long, value_name = "NAME", default_value = "paper")]
     pub preset: String,
-    /// Number of transformer layers (overrides the preset).
-    #[arg(long, value_name = "L")]
-    pub layers: Option<usize>,
-    /// Number of attention heads (overrides the preset).
-    #[arg(long, value_name = "H")]
-    pub heads: Option<usize>,
-    /// Model width (overrides the preset).
-    #[arg(long, value_name = "D")]
-    pub hidden: Option<usize>,
-    /// FFN hidden width (overrides the preset).
-    #[arg(long, value_name = "D")]
-    pub ffn_hidden: Option<usize>,
+    /// Layer count and widths (override the preset).
+    #[command(flatten)]
+    pub shape: ModelShapeArgs,
     /// Width of the node features (default: ogbn-products').
     #[arg(long, value_name = "F", default_value_t = 100)]
     pub feature_dim: usize,
@@ -57,10 +49,10 @@ impl PlanArgs {
         })?;
         let base = preset.apply(megagraph_models::GraphTransformerConfig::new(1, self.classes));
         Ok(ModelShape {
-            layers: self.layers.unwrap_or(base.num_layers),
-            heads: self.heads.unwrap_or(base.num_heads),
-            hidden: self.hidden.unwrap_or(base.hidden),
-            ffn: self.ffn_hidden.unwrap_or(base.ffn_hidden),
+            layers: self.shape.layers.unwrap_or(base.num_layers),
+            heads: self.shape.heads.unwrap_or(base.num_heads),
+            hidden: self.shape.hidden.unwrap_or(base.hidden),
+            ffn: self.shape.ffn_hidden.unwrap_or(base.ffn_hidden),
             feature_dim: self.feature_dim,
             num_classes: self.classes,
             distance_buckets: base.num_buckets(),

@@ -5,6 +5,7 @@ use burn::backend::{Autodiff, Flex};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::ModelShapeArgs;
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
 use crate::error::Result;
 use crate::metrics::EpochMetrics;
@@ -58,18 +59,9 @@ pub struct TrainArgs {
     /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
-    /// Number of transformer layers.
-    #[arg(long, value_name = "L")]
-    pub layers: Option<usize>,
-    /// Number of attention heads.
-    #[arg(long, value_name = "H")]
-    pub heads: Option<usize>,
-    /// Model width.
-    #[arg(long, value_name = "D")]
-    pub hidden: Option<usize>,
-    /// FFN hidden width.
-    #[arg(long, value_name = "D")]
-    pub ffn_hidden: Option<usize>,
+    /// Layer count and widths (override the preset).
+    #[command(flatten)]
+    pub shape: ModelShapeArgs,
     /// Dropout in the layers.
     #[arg(long, value_name = "P")]
     pub dropout: Option<f64>,
@@ -162,18 +154,7 @@ impl TrainArgs {
         set(&mut c.data.structure_dropout, &self.structure_dropout);
         set(&mut c.data.feature_hops, &self.feature_hops);
         set(&mut c.model.preset, &self.preset);
-        if self.layers.is_some() {
-            c.model.layers = self.layers;
-        }
-        if self.heads.is_some() {
-            c.model.heads = self.heads;
-        }
-        if self.hidden.is_some() {
-            c.model.hidden = self.hidden;
-        }
-        if self.ffn_hidden.is_some() {
-            c.model.ffn_hidden = self.ffn_hidden;
-        }
+        self.shape.apply(&mut c.model);
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
         set(&mut c.model.key_dropout, &self.key_dropout);
