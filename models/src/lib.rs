@@ -20,12 +20,14 @@ mod attention;
 mod batch;
 pub mod encoders;
 mod layer;
+mod loss;
 mod model;
 mod preset;
 
 pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};
+pub use loss::masked_cross_entropy;
 pub use model::{GraphTransformer, GraphTransformerConfig};
 pub use preset::ModelPreset;
 

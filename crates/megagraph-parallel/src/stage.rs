@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::{LayerNorm, Linear};
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Distribution, Int, Tensor};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias};
@@ -259,20 +258,3 @@ pub(crate) fn layer_forward<B: ContextParallelBackend>(
         .forward(layer.ffn_out.forward(layer.dropout.forward(hidden))))
 }
 
-/// The masked cross-entropy of the single-device trainer, normalized by the GLOBAL number of
-/// training nodes of the step, so that summing it over micro-batches, context blocks and
-/// replicas gives the single-device loss (and summing gradients the single-device gradient).
-///
-/// - `logits`: `[batch, block, classes]`; `labels`, `weight`: `[batch, block]`
-pub(crate) fn masked_cross_entropy<B: Backend>(
-    logits: Tensor<B, 3>,
-    labels: Tensor<B, 2, Int>,
-    weight: Tensor<B, 2>,
-    global_count: usize,
-) -> Tensor<B, 1> {
-    let log_probs = log_softmax(logits, 2);
-    let picked = log_probs
-        .gather(2, labels.unsqueeze_dim(2))
-        .squeeze_dim::<2>(2);
-    (picked * weight).sum().neg() / global_count.max(1) as f64
-}

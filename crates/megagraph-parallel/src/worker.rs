@@ -19,7 +19,8 @@ use crate::gradients::{GradientReducer, flatten, unflatten};
 use crate::memory;
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
-use crate::stage::{BlockContext, StageModule, masked_cross_entropy, trainable};
+use crate::stage::{BlockContext, StageModule, trainable};
+use megagraph_models::masked_cross_entropy;
 use crate::{InjectedFault, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;

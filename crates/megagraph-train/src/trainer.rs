@@ -2,10 +2,9 @@ use std::time::Instant;
 
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Tensor};
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig};
+use burn::tensor::ElementConversion;
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -292,18 +291,4 @@ pub struct SplitAccuracy {
     pub valid: f64,
     /// On test nodes.
     pub test: f64,
-}
-
-/// Mean cross-entropy over the positions with weight 1.
-///
-/// - `logits`: `[batch, seq, classes]`; `labels`, `weight`: `[batch, seq]`
-fn masked_cross_entropy<B: Backend>(
-    logits: Tensor<B, 3>,
-    labels: Tensor<B, 2, burn::tensor::Int>,
-    weight: Tensor<B, 2>,
-    count: usize,
-) -> Tensor<B, 1> {
-    let log_probs = log_softmax(logits, 2);
-    let picked = log_probs.gather(2, labels.unsqueeze_dim(2)).squeeze_dim::<2>(2);
-    (picked * weight).sum().neg() / count as f64
 }

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
-use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
+use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, masked_cross_entropy};
 use megagraph_parallel::{BatchSource, TrainBatch, trainable};
 
 pub type B = Autodiff<Flex>;
@@ -212,20 +211,6 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
             .map(|q| q.weight.iter().filter(|&&w| w > 0.0).count())
             .sum()
     }
-}
-
-/// The single-device trainer's loss: masked cross-entropy over the training nodes.
-pub fn masked_cross_entropy<Bk: Backend>(
-    logits: Tensor<Bk, 3>,
-    labels: Tensor<Bk, 2, Int>,
-    weight: Tensor<Bk, 2>,
-    count: usize,
-) -> Tensor<Bk, 1> {
-    let log_probs = log_softmax(logits, 2);
-    let picked = log_probs
-        .gather(2, labels.unsqueeze_dim(2))
-        .squeeze_dim::<2>(2);
-    (picked * weight).sum().neg() / count as f64
 }
 
 /// Single-device training as in `megagraph-train`: one forward over the whole batch, AdamW.
