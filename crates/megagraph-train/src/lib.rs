@@ -9,6 +9,7 @@ mod data;
 mod error;
 mod features;
 mod metrics;
+pub mod plot;
 mod prepare;
 mod schedule;
 mod trainer;
