@@ -115,8 +115,8 @@ impl CostModel {
         let pipeline_link = mesh.pipeline_link(&self.cluster);
         let gradient_link = mesh.gradient_link(&self.cluster);
 
-        let attention_forward = q * fitted.attention.forward_seconds(block);
-        let attention_backward = q * fitted.attention.backward_seconds(block);
+        let attention_forward = fitted.attention.forward_seconds(q, block);
+        let attention_backward = fitted.attention.backward_seconds(q, block);
         let kv_forward = point_to_point_seconds(q * 2.0 * block * d * e, &context_link.link);
         let kv_backward = point_to_point_seconds(q * 4.0 * block * d * e, &context_link.link);
         let ring = ring_attention_seconds(mesh.cp, attention_forward, kv_forward)

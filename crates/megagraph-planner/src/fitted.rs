@@ -5,7 +5,7 @@
 //! against the pairs `n^2` of a block. Saved and peak bytes are fitted against rows for every part.
 
 use crate::latency::{FitError, FitOptions, PiecewiseLinear};
-use crate::profile::{ProfileError, ProfileTable, ProfiledPart};
+use crate::profile::{ProfileError, ProfileSample, ProfileTable, ProfiledPart};
 
 /// Fitted forward/backward seconds and saved/peak bytes of one part.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +22,62 @@ pub struct PartFit {
     pub time_in_pairs: bool,
 }
 
+/// The attention part fitted at every measured batch: `(batch, fit)` by increasing batch, each
+/// fit giving the time and bytes of the whole batch.
+///
+/// The cost of `q` sequences interpolates the per-sequence cost linearly in `q` between the two
+/// nearest measured batches and keeps it constant beyond the largest (or below the smallest):
+/// on a CPU the attention op's cost per sequence grows with the batch (its tiles leave the
+/// caches), so `q` blocks do not cost `q` times one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchedFit {
+    /// Fits by increasing batch.
+    pub by_batch: Vec<(usize, PartFit)>,
+}
+
+impl BatchedFit {
+    /// `q` times the per-sequence value of `metric` at size `n`, interpolated over batches.
+    fn total(&self, q: f64, n: f64, metric: impl Fn(&PartFit, f64) -> f64) -> f64 {
+        let per_sequence = |(batch, fit): &(usize, PartFit)| metric(fit, n) / *batch as f64;
+        let fits = &self.by_batch;
+        let Some(first) = fits.first() else {
+            return 0.0;
+        };
+        let position = fits.iter().position(|(batch, _)| *batch as f64 >= q);
+        let cost = match position {
+            None => per_sequence(&fits[fits.len() - 1]),
+            Some(0) => per_sequence(first),
+            Some(i) => {
+                let (low, high) = (&fits[i - 1], &fits[i]);
+                let (b0, b1) = (low.0 as f64, high.0 as f64);
+                let t = (q - b0) / (b1 - b0);
+                per_sequence(low) * (1.0 - t) + per_sequence(high) * t
+            }
+        };
+        q * cost
+    }
+
+    /// Forward seconds of `q` sequences' blocks of edge `n`.
+    pub fn forward_seconds(&self, q: f64, n: f64) -> f64 {
+        self.total(q, n, PartFit::forward_seconds)
+    }
+
+    /// Backward seconds of `q` sequences' blocks of edge `n`.
+    pub fn backward_seconds(&self, q: f64, n: f64) -> f64 {
+        self.total(q, n, PartFit::backward_seconds)
+    }
+
+    /// Saved bytes of `q` sequences' blocks of `n` rows.
+    pub fn saved_bytes(&self, q: f64, n: f64) -> f64 {
+        self.total(q, n, PartFit::saved_bytes)
+    }
+
+    /// Workspace bytes of `q` sequences' blocks of `n` rows.
+    pub fn workspace_bytes(&self, q: f64, n: f64) -> f64 {
+        self.total(q, n, PartFit::workspace_bytes)
+    }
+}
+
 /// Every part of a profile, fitted.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FittedProfile {
@@ -29,8 +85,8 @@ pub struct FittedProfile {
     pub embedding: PartFit,
     /// One layer without its attention core.
     pub layer_dense: PartFit,
-    /// One attention block.
-    pub attention: PartFit,
+    /// One attention block, per measured batch.
+    pub attention: BatchedFit,
     /// The head.
     pub head: PartFit,
 }
@@ -88,8 +144,7 @@ impl FittedProfile {
     /// Validates `table` and fits every part and metric.
     pub fn fit(table: &ProfileTable, options: &FitOptions) -> Result<Self, FitProfileError> {
         table.validate()?;
-        let part = |part: ProfiledPart| -> Result<PartFit, FitProfileError> {
-            let samples = table.samples(part);
+        let part = |part: ProfiledPart, samples: &[ProfileSample]| -> Result<PartFit, FitProfileError> {
             let time_in_pairs = part == ProfiledPart::Attention;
             let x = |size: usize| {
                 let n = size as f64;
@@ -134,11 +189,16 @@ impl FittedProfile {
                 time_in_pairs,
             })
         };
+        let mut by_batch = Vec::new();
+        for batch in table.attention_batches() {
+            let samples = table.attention_at(batch);
+            by_batch.push((batch, part(ProfiledPart::Attention, &samples)?));
+        }
         Ok(Self {
-            embedding: part(ProfiledPart::Embedding)?,
-            layer_dense: part(ProfiledPart::LayerDense)?,
-            attention: part(ProfiledPart::Attention)?,
-            head: part(ProfiledPart::Head)?,
+            embedding: part(ProfiledPart::Embedding, &table.embedding)?,
+            layer_dense: part(ProfiledPart::LayerDense, &table.layer_dense)?,
+            attention: BatchedFit { by_batch },
+            head: part(ProfiledPart::Head, &table.head)?,
         })
     }
 }
@@ -170,7 +230,7 @@ mod tests {
         for (fit, samples) in [
             (&fitted.embedding, &table.embedding),
             (&fitted.layer_dense, &table.layer_dense),
-            (&fitted.attention, &table.attention),
+            (&fitted.attention.by_batch[0].1, &table.attention),
             (&fitted.head, &table.head),
         ] {
             for sample in samples {
@@ -191,8 +251,11 @@ mod tests {
             }
         }
         // Extrapolating a quadratic in pairs: a block of 2^19 is four times 2^18.
-        let a = fitted.attention.forward_seconds((1u64 << 18) as f64);
-        let b = fitted.attention.forward_seconds((1u64 << 19) as f64);
+        let a = fitted.attention.forward_seconds(1.0, (1u64 << 18) as f64);
+        let b = fitted.attention.forward_seconds(1.0, (1u64 << 19) as f64);
+        // One measured batch: q sequences cost q times one.
+        let four = fitted.attention.forward_seconds(4.0, (1u64 << 18) as f64);
+        assert!((four / a - 4.0).abs() < 1e-9);
         assert!((b / a - 4.0).abs() < 0.1, "{}", b / a);
     }
 }

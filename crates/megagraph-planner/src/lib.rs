@@ -38,8 +38,11 @@ pub mod memory;
 pub mod mesh;
 pub mod partition;
 pub mod profile;
+pub mod profiler;
+pub mod realize;
 pub mod search;
 pub mod simulated;
+pub mod validate;
 pub mod workload;
 
 pub use api::{
@@ -53,8 +56,17 @@ pub use profile::{
     ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
     analytic_profile,
 };
+pub use profiler::{
+    CacheStatus, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions,
+    ThreadAllocatorMeter, cached_profile, measure_profile,
+};
+pub use realize::{SyntheticSource, init_model, model_config};
 pub use search::{
     Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting, search,
 };
 pub use simulated::{SimulatedReport, SimulatedStudy};
+pub use validate::{
+    ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress, ValidationReport,
+    validate_plans,
+};
 pub use workload::{ModelShape, Workload, WorkloadError};

@@ -115,8 +115,8 @@ impl MemoryModel {
         let block = (workload.seq_len / mesh.cp.max(1)) as f64;
         let sequences = (workload.sequences_per_step / (mesh.dp * mesh.micro_batches).max(1)) as f64;
         let rows = sequences * block;
-        let attention_saved = sequences * fitted.attention.saved_bytes(block);
-        let attention_workspace = sequences * fitted.attention.workspace_bytes(block);
+        let attention_saved = fitted.attention.saved_bytes(sequences, block);
+        let attention_workspace = fitted.attention.workspace_bytes(sequences, block);
         // K and V travel forward, K, V, dK and dV backward; send and receive buffers.
         let ring = if mesh.cp > 1 {
             2.0 * 4.0 * rows * d * e

@@ -41,6 +41,19 @@ pub struct ProfileSample {
     pub saved_bytes: u64,
     /// Largest footprint during forward and backward (`saved_bytes` included, parameters not).
     pub peak_bytes: u64,
+    /// Sequences in the measured batch: times and bytes are for all of them. Attention samples
+    /// may have several (the op's cost per sequence changes with the batch); the other parts
+    /// have 1 (they work on rows, whatever sequences they come from). Omitted from JSON when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(batch: &usize) -> bool {
+    *batch == 1
 }
 
 /// The profiled parts of the model (see the [module docs](self)).
@@ -109,6 +122,57 @@ pub struct ProfileLadder {
     pub rows: Vec<usize>,
     /// Block edges for the attention part.
     pub blocks: Vec<usize>,
+    /// Sequences per batch at which the attention part is measured (every block edge at each,
+    /// up to [`max_attention_pairs`](Self::max_attention_pairs)). Default: `[1]`.
+    #[serde(default = "batch_one")]
+    pub attention_batches: Vec<usize>,
+    /// Largest `batch * block^2` measured for the attention part at batches above the smallest
+    /// (0: no limit). Default: 0.
+    #[serde(default)]
+    pub max_attention_pairs: usize,
+}
+
+fn batch_one() -> Vec<usize> {
+    vec![1]
+}
+
+impl ProfileLadder {
+    /// Sorted distinct sizes of `sizes`.
+    fn distinct(sizes: &[usize]) -> Vec<usize> {
+        let mut sizes = sizes.to_vec();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    }
+
+    /// The `(batch, block)` pairs at which the attention part is measured, by batch then block:
+    /// every block at the smallest batch, and at larger batches the blocks whose
+    /// `batch * block^2` stays within [`max_attention_pairs`](Self::max_attention_pairs) (at
+    /// least the two smallest blocks, so every batch can be fitted).
+    pub fn attention_points(&self) -> Vec<(usize, usize)> {
+        let blocks = Self::distinct(&self.blocks);
+        let mut batches = Self::distinct(&self.attention_batches);
+        batches.retain(|&b| b > 0);
+        if batches.is_empty() {
+            batches.push(1);
+        }
+        let mut points = Vec::new();
+        for (i, &batch) in batches.iter().enumerate() {
+            for (j, &block) in blocks.iter().enumerate() {
+                let pairs = batch.saturating_mul(block).saturating_mul(block);
+                if i == 0 || j < 2 || self.max_attention_pairs == 0 || pairs <= self.max_attention_pairs
+                {
+                    points.push((batch, block));
+                }
+            }
+        }
+        points
+    }
+
+    /// The row counts measured for the embedding, dense-layer and head parts, sorted.
+    pub fn row_points(&self) -> Vec<usize> {
+        Self::distinct(&self.rows)
+    }
 }
 
 /// Why a profile cannot be loaded, saved or used.
@@ -272,8 +336,25 @@ impl ProfileTable {
         }
     }
 
-    /// Checks that every part has at least two samples with positive, strictly increasing sizes
-    /// and finite non-negative times.
+    /// The attention samples measured at `batch` sequences.
+    pub fn attention_at(&self, batch: usize) -> Vec<ProfileSample> {
+        self.attention
+            .iter()
+            .filter(|s| s.batch == batch)
+            .copied()
+            .collect()
+    }
+
+    /// The batches the attention part was measured at, increasing.
+    pub fn attention_batches(&self) -> Vec<usize> {
+        let mut batches: Vec<usize> = self.attention.iter().map(|s| s.batch).collect();
+        batches.dedup();
+        batches
+    }
+
+    /// Checks that every part has at least two samples (per batch, for attention) with positive,
+    /// strictly increasing sizes and finite non-negative times; attention samples are ordered by
+    /// batch, then size; other parts have batch 1.
     pub fn validate(&self) -> Result<(), ProfileError> {
         for part in ProfiledPart::ALL {
             let samples = self.samples(part);
@@ -284,6 +365,29 @@ impl ProfileTable {
                 });
             }
             for (index, sample) in samples.iter().enumerate() {
+                let bad_batch = |reason| ProfileError::BadSample {
+                    part,
+                    index,
+                    field: "batch",
+                    value: sample.batch.to_string(),
+                    reason,
+                };
+                if sample.batch == 0 {
+                    return Err(bad_batch("batches must be positive"));
+                }
+                if part != ProfiledPart::Attention && sample.batch != 1 {
+                    return Err(bad_batch("only attention samples may have a batch above 1"));
+                }
+                if index > 0 && sample.batch < samples[index - 1].batch {
+                    return Err(bad_batch("attention samples must be ordered by batch"));
+                }
+                let first_of_batch = index == 0 || samples[index - 1].batch != sample.batch;
+                let last_of_batch =
+                    index + 1 == samples.len() || samples[index + 1].batch != sample.batch;
+                if first_of_batch && last_of_batch {
+                    return Err(ProfileError::TooFewSamples { part, count: 1 });
+                }
+                let previous = (!first_of_batch).then(|| samples[index - 1]);
                 let bad = |field, value: String, reason| ProfileError::BadSample {
                     part,
                     index,
@@ -294,7 +398,7 @@ impl ProfileTable {
                 if sample.size == 0 {
                     return Err(bad("size", "0".into(), "sizes must be positive"));
                 }
-                if index > 0 && sample.size <= samples[index - 1].size {
+                if previous.is_some_and(|p| sample.size <= p.size) {
                     return Err(bad(
                         "size",
                         sample.size.to_string(),
@@ -342,7 +446,9 @@ impl ProfileTable {
         Ok(table)
     }
 
-    /// Writes this profile as pretty JSON, creating parent directories.
+    /// Writes this profile as pretty JSON, creating parent directories. The file is written
+    /// atomically (a temporary file in the same folder, then a rename), so readers never see a
+    /// half-written profile.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), ProfileError> {
         let path = path.as_ref();
         let io = |source| ProfileError::Io {
@@ -354,7 +460,20 @@ impl ProfileTable {
         }
         let text =
             serde_json::to_string_pretty(self).map_err(|error| io(std::io::Error::other(error)))?;
-        std::fs::write(path, text).map_err(io)
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp-{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&tmp)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|error| {
+            let _ = std::fs::remove_file(&tmp);
+            io(error)
+        })
     }
 
     /// Where the profile for `key` is cached under `dir`: `dir/profile_<cache key>.json`.
@@ -391,12 +510,55 @@ impl ProfileTable {
     }
 }
 
+impl std::fmt::Display for ProfileTable {
+    /// One block per part: size, forward and backward milliseconds, saved and peak bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "Profile {} ({})",
+            self.key.cache_key(),
+            if self.analytic { "analytic estimate" } else { "measured" }
+        )?;
+        for part in ProfiledPart::ALL {
+            writeln!(
+                f,
+                "  {:<12} {:>13} {:>12} {:>12} {:>11} {:>11}",
+                part.name(),
+                if part == ProfiledPart::Attention { "batch x block" } else { "rows" },
+                "forward ms",
+                "backward ms",
+                "saved",
+                "peak"
+            )?;
+            for s in self.samples(part) {
+                writeln!(
+                    f,
+                    "  {:<12} {:>13} {:>12.3} {:>12.3} {:>11} {:>11}",
+                    "",
+                    if part == ProfiledPart::Attention {
+                        format!("{} x {}", s.batch, s.size)
+                    } else {
+                        s.size.to_string()
+                    },
+                    s.forward_seconds * 1e3,
+                    s.backward_seconds * 1e3,
+                    crate::memory::format_bytes(s.saved_bytes),
+                    crate::memory::format_bytes(s.peak_bytes)
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for ProfileLadder {
     /// Powers of two: rows 64 ..= 2^20, blocks 64 ..= 2^18.
     fn default() -> Self {
         Self {
             rows: (6..=20).map(|p| 1usize << p).collect(),
             blocks: (6..=18).map(|p| 1usize << p).collect(),
+            attention_batches: vec![1],
+            max_attention_pairs: 0,
         }
     }
 }
@@ -466,6 +628,7 @@ pub fn analytic_profile(
                         backward_seconds,
                         saved_bytes: saved.ceil() as u64,
                         peak_bytes: peak.ceil() as u64,
+                        batch: 1,
                     }
                 })
                 .collect()
@@ -644,6 +807,7 @@ mod tests {
         let ladder = ProfileLadder {
             rows: vec![64, 128, 256],
             blocks: vec![64, 128],
+            ..ProfileLadder::default()
         };
         let table = analytic_profile(&h200(), "NVIDIA H200", &shape, 4, &ladder).unwrap();
         let path = table.save_cached(dir.path()).unwrap();
@@ -697,6 +861,7 @@ mod tests {
         let ladder = ProfileLadder {
             rows: vec![64, 128],
             blocks: vec![64, 128],
+            ..ProfileLadder::default()
         };
         let mut table = analytic_profile(&h200(), "gpu", &shape, 4, &ladder).unwrap();
         table.head[1].size = 64;
@@ -717,6 +882,7 @@ mod tests {
         let bad_ladder = ProfileLadder {
             rows: vec![64, 64],
             blocks: vec![64, 128],
+            ..ProfileLadder::default()
         };
         assert!(matches!(
             analytic_profile(&h200(), "gpu", &shape, 4, &bad_ladder),

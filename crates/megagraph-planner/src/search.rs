@@ -47,6 +47,14 @@ pub struct Plan {
     pub predicted_peak_bytes_per_device: u64,
     /// What limits the step, in words.
     pub bottleneck: String,
+    /// Measured seconds per step (median after warm-up) when the plan was run by
+    /// [`validate_plans`](crate::validate::validate_plans); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_step_seconds: Option<f64>,
+    /// Measured peak bytes of the fullest device (the largest per-rank peak of live bytes)
+    /// when the plan was validated with memory accounting; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_peak_bytes_per_device: Option<u64>,
 }
 
 /// A configuration the search did not keep, and why.
@@ -191,6 +199,8 @@ impl Plan {
             predicted_step_seconds: estimate.step_seconds,
             predicted_peak_bytes_per_device: estimate.peak_bytes,
             bottleneck: estimate.bottleneck.clone(),
+            measured_step_seconds: None,
+            measured_peak_bytes_per_device: None,
         }
     }
 }

@@ -52,6 +52,12 @@ pub enum TrainError {
     /// Planning failed (bad cluster file, nothing fits, ...).
     #[error(transparent)]
     Plan(#[from] megagraph_planner::PlanError),
+    /// Measuring a profile failed.
+    #[error(transparent)]
+    Measure(#[from] megagraph_planner::MeasureError),
+    /// Running plans to validate them failed.
+    #[error(transparent)]
+    Validate(#[from] megagraph_planner::ValidateError),
     /// An output file (metrics, plots) could not be written.
     #[error("cannot write {path}: {source}")]
     Output {

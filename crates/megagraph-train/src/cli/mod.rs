@@ -1,11 +1,13 @@
 //! The `megagraph` command line.
 
 mod plan;
+mod profile;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use plan::PlanArgs;
+pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
+pub use profile::{ProfileArgs, ProfilingArgs};
 pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
 use crate::config::ModelConfig;
@@ -64,6 +66,9 @@ pub enum Command {
     /// Choose a parallel plan (pp x cp x dp, micro-batches, layer split) for a model on a cluster
     /// and explain the choice.
     Plan(PlanArgs),
+    /// Measure the time and memory of the model's parts on this machine (cached) and print the
+    /// profile that `plan --profile measured` uses.
+    Profile(ProfileArgs),
 }
 
 /// Runs a parsed command line.
@@ -71,5 +76,6 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Train(args) => train::train(&args.to_config()?),
         Command::Plan(args) => plan::plan(&args),
+        Command::Profile(args) => profile::profile(&args),
     }
 }

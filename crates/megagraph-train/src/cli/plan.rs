@@ -1,19 +1,24 @@
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use megagraph_models::ModelPreset;
-use megagraph_planner::{ClusterSpec, ModelShape, SearchOptions, Workload, plan_analytic};
+use megagraph_planner::{
+    ClusterSpec, ModelShape, Plan, PlanReport, SearchOptions, ValidationOptions,
+    ValidationProgress, ValidationReport, Workload, cluster_analytic_profile, plan as search_plan,
+    validate_plans,
+};
 
 use super::ModelShapeArgs;
+use super::profile::{ProfileBackend, ProfilingArgs, measured_profile};
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
+use crate::plot::{Chart, Series, SeriesStyle};
 
-/// Options of `megagraph plan`.
+/// The model a plan or profile is for: a preset with overrides, and the data's widths.
 #[derive(Debug, Args)]
-pub struct PlanArgs {
-    /// Cluster description (TOML); see configs/clusters/.
-    #[arg(long, value_name = "FILE.toml")]
-    pub cluster: PathBuf,
+pub struct ModelSpecArgs {
     /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
     #[arg(long, value_name = "NAME", default_value = "paper")]
     pub preset: String,
@@ -26,6 +31,26 @@ pub struct PlanArgs {
     /// Number of classes (default: ogbn-products').
     #[arg(long, value_name = "C", default_value_t = 47)]
     pub classes: usize,
+}
+
+/// Where `megagraph plan` takes part times and activation sizes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfileSource {
+    /// Estimated from the cluster file's [compute] hints (any cluster).
+    Analytic,
+    /// Measured on this machine (Flex CPU backend) and cached: for the local CPU cluster.
+    Measured,
+}
+
+/// Options of `megagraph plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Cluster description (TOML); see configs/clusters/.
+    #[arg(long, value_name = "FILE.toml")]
+    pub cluster: PathBuf,
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelSpecArgs,
     /// Nodes per sequence.
     #[arg(long, value_name = "S", default_value_t = 65_536)]
     pub seq_len: usize,
@@ -35,12 +60,35 @@ pub struct PlanArgs {
     /// Largest micro-batch count to consider.
     #[arg(long, value_name = "M", default_value_t = 64)]
     pub max_micro_batches: usize,
-    /// Write `{best, candidates, rejected, search_seconds, ...}` as JSON.
+    /// Profile: analytic (from the cluster's compute hints) or measured (on this machine,
+    /// cached; for the local CPU cluster).
+    #[arg(long, value_enum, value_name = "SOURCE", default_value = "analytic")]
+    pub profile: ProfileSource,
+    /// How a measured profile is taken.
+    #[command(flatten)]
+    pub profiling: ProfilingArgs,
+    /// Run the top candidates for a few steps on this machine's mesh (worker threads) and print
+    /// predicted against measured time and memory.
+    #[arg(long)]
+    pub validate: bool,
+    /// Candidates to validate (the fastest first).
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    pub validate_top: usize,
+    /// Measured steps per validated plan (after one warm-up step).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub validate_steps: usize,
+    /// SVG of predicted against measured step time (with --validate). Default: next to the
+    /// JSON, `OUT.svg`.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Write `{best, candidates, rejected, search_seconds, ...}` as JSON (with --validate, the
+    /// validated plans carry `measured_step_seconds` and `measured_peak_bytes_per_device`, and
+    /// `validation` holds the comparison).
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,
 }
 
-impl PlanArgs {
+impl ModelSpecArgs {
     /// The model shape the flags describe.
     pub fn shape(&self) -> Result<ModelShape> {
         let preset = ModelPreset::from_name(&self.preset).ok_or_else(|| TrainError::InvalidConfig {
@@ -62,10 +110,19 @@ impl PlanArgs {
     }
 }
 
-/// `megagraph plan`: searches plans with a profile estimated from the cluster's compute hints,
-/// prints the explanation and optionally writes the JSON report.
+impl PlanArgs {
+    /// The model shape the flags describe.
+    pub fn shape(&self) -> Result<ModelShape> {
+        self.model.shape()
+    }
+}
+
+/// `megagraph plan`: searches plans with an analytic or measured profile, prints the
+/// explanation, optionally validates the top candidates on this machine and writes the JSON
+/// report (and the predicted-vs-measured SVG).
 pub fn plan(args: &PlanArgs) -> Result<()> {
     let cluster = ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
+    let shape = args.shape()?;
     let workload = Workload {
         seq_len: args.seq_len,
         sequences_per_step: args.sequences_per_step,
@@ -75,15 +132,129 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         max_micro_batches: args.max_micro_batches,
         ..SearchOptions::default()
     };
-    let report = plan_analytic(&cluster, &args.shape()?, &workload, &options)?;
+    let profile = match args.profile {
+        ProfileSource::Analytic => cluster_analytic_profile(&cluster, &shape, workload.dtype_bytes)?,
+        ProfileSource::Measured => {
+            let (table, path, _) = measured_profile(&cluster, &shape, &args.profiling)?;
+            println!("measured profile: {}", path.display());
+            table
+        }
+    };
+    let mut report = search_plan(&cluster, &shape, &workload, &profile, &options)?;
     println!("{}", report.explain());
+    let validation = if args.validate {
+        let top: Vec<Plan> = report.candidates.iter().take(args.validate_top.max(1)).cloned().collect();
+        let validation = validate(&shape, &workload, &top, args.validate_steps)?;
+        println!("\n{validation}");
+        apply_validation(&mut report, &validation);
+        Some(validation)
+    } else {
+        None
+    };
     if let Some(path) = &args.json {
-        let json = serde_json::to_vec_pretty(&report).map_err(|err| TrainError::Output {
-            path: path.clone(),
-            source: std::io::Error::other(err),
-        })?;
-        write_atomically(path, &json)?;
+        let mut json = serde_json::to_value(&report).map_err(|err| output_error(path, err))?;
+        if let (Some(validation), Some(object)) = (&validation, json.as_object_mut()) {
+            object.insert(
+                "validation".into(),
+                serde_json::to_value(validation).map_err(|err| output_error(path, err))?,
+            );
+        }
+        let bytes = serde_json::to_vec_pretty(&json).map_err(|err| output_error(path, err))?;
+        write_atomically(path, &bytes)?;
         println!("plan written to {}", path.display());
     }
+    if let Some(validation) = &validation {
+        let plot = args
+            .plot
+            .clone()
+            .or_else(|| args.json.as_ref().map(|json| json.with_extension("svg")));
+        match plot {
+            Some(plot) => {
+                validation_chart(validation).write(&plot)?;
+                println!("predicted vs measured plot written to {}", plot.display());
+            }
+            None => println!("(no plot written: give --json or --plot)"),
+        }
+    }
     Ok(())
+}
+
+fn output_error(path: &Path, err: serde_json::Error) -> TrainError {
+    TrainError::Output {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(err),
+    }
+}
+
+/// Runs `plans` on this machine's CPU mesh with a progress bar.
+fn validate(shape: &ModelShape, workload: &Workload, plans: &[Plan], steps: usize) -> Result<ValidationReport> {
+    let options = ValidationOptions {
+        steps: steps.max(1),
+        ..ValidationOptions::default()
+    };
+    let total = plans.len() * (options.warmup_steps + options.steps);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template("validating [{bar:30}] {pos}/{len} steps {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar
+    });
+    let mut progress = |p: ValidationProgress| match &bar {
+        Some(bar) => {
+            bar.inc(1);
+            bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
+        }
+        None => {
+            if p.step == p.steps {
+                eprintln!("validated plan {}/{}", p.plan + 1, p.plans);
+            }
+        }
+    };
+    let report = validate_plans::<ProfileBackend>(shape, workload, plans, &Default::default(), &options, &mut progress);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(report?)
+}
+
+/// Copies the measurements of `validation` into the matching plans of `report`.
+fn apply_validation(report: &mut PlanReport, validation: &ValidationReport) {
+    let same = |a: &Plan, b: &Plan| {
+        (a.pp, a.cp, a.dp, a.micro_batches, &a.stage_layers) == (b.pp, b.cp, b.dp, b.micro_batches, &b.stage_layers)
+    };
+    for validated in &validation.plans {
+        for plan in report.candidates.iter_mut().chain(std::iter::once(&mut report.best)) {
+            if same(plan, &validated.plan) {
+                plan.measured_step_seconds = validated.plan.measured_step_seconds;
+                plan.measured_peak_bytes_per_device = validated.plan.measured_peak_bytes_per_device;
+            }
+        }
+    }
+}
+
+/// Predicted (x) against measured (y) step seconds, one point per plan, with `y = x`.
+fn validation_chart(validation: &ValidationReport) -> Chart {
+    let mut chart = Chart::new(
+        format!(
+            "Predicted vs measured step time ({} x {} nodes per step)",
+            validation.sequences_per_step, validation.seq_len
+        ),
+        "predicted seconds per step",
+        "measured seconds per step",
+    )
+    .with_diagonal();
+    for row in &validation.plans {
+        let p = &row.plan;
+        if let Some(measured) = p.measured_step_seconds {
+            chart = chart.with_series(Series::new(
+                format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
+                vec![(p.predicted_step_seconds, measured)],
+                SeriesStyle::Points,
+            ));
+        }
+    }
+    chart
 }

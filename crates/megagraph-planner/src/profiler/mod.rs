@@ -1,0 +1,369 @@
+//! The real profiler: times the forward and backward passes of the model's parts (see
+//! [`ProfiledPart`]) on a Burn backend over a ladder of sizes and measures their memory, filling
+//! a [`ProfileTable`] that the cost model then fits.
+//!
+//! - [`measure_profile`] builds the real modules of `megagraph-models` for a [`ModelShape`]
+//!   (one layer suffices: every part is per layer or per model), feeds them random inputs (a
+//!   random `u8` distance index, random features), and for every part and size runs a few
+//!   warm-up passes and then takes the median of several timed ones. Memory is read with a
+//!   [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`], the parallel runtime's
+//!   per-thread accounting, so the profile's bytes are what a rank reports.
+//! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
+//!   once on separate threads, as the ranks of a mesh do when they share one machine's cores
+//!   and memory bandwidth; the table holds the first copy's numbers.
+//! - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
+//!   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
+//!   warning).
+
+mod cache;
+mod meter;
+mod parts;
+
+pub use cache::{CacheStatus, cached_profile, measured_cache_path};
+pub use meter::{MemoryMeter, ThreadAllocatorMeter};
+
+use crate::profile::{
+    ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
+};
+use crate::workload::{ModelShape, WorkloadError};
+use megagraph_kernels::AttentionError;
+use megagraph_parallel::ContextParallelBackend;
+use parts::{PartBench, Run};
+use serde::{Deserialize, Serialize};
+use std::panic::AssertUnwindSafe;
+use std::sync::Barrier;
+
+/// How [`measure_profile`] measures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfilerOptions {
+    /// Sizes to measure: `rows` for the embedding, dense-layer and head parts, `blocks` for the
+    /// attention block edge. Default: [`ProfilerOptions::cpu_ladder`].
+    pub ladder: ProfileLadder,
+    /// Untimed runs before the timed ones, per part and size. Default: 2.
+    pub warmup: usize,
+    /// Timed runs per part and size; the median is kept. Default: 5.
+    pub repeats: usize,
+    /// Copies of every measurement run at once on separate threads (the ranks sharing this
+    /// machine). Default: 1.
+    pub concurrency: usize,
+    /// Seed of the random inputs and parameters. Default: 7.
+    pub seed: u64,
+}
+
+/// Where [`measure_profile`] is: reported after every part and size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProfileProgress {
+    /// The part just measured.
+    pub part: ProfiledPart,
+    /// Its batch (sequences).
+    pub batch: usize,
+    /// Its size.
+    pub size: usize,
+    /// Measurements done so far.
+    pub done: usize,
+    /// Measurements in all.
+    pub total: usize,
+}
+
+/// Why a profile could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The model shape is invalid.
+    #[error("invalid model shape: {0}")]
+    Shape(#[from] WorkloadError),
+    /// The ladder has fewer than 2 distinct positive sizes for a part.
+    #[error("profile ladder {which} = {sizes:?}: need at least 2 distinct positive sizes")]
+    BadLadder {
+        /// `rows` or `blocks`.
+        which: &'static str,
+        /// The offending sizes.
+        sizes: Vec<usize>,
+    },
+    /// `repeats` or `concurrency` is 0.
+    #[error("profiler option {field} = 0: it must be at least 1")]
+    ZeroOption {
+        /// The option.
+        field: &'static str,
+    },
+    /// The memory meter cannot measure here.
+    #[error(
+        "memory cannot be measured: {meter} is not available (on CPU, install \
+         megagraph_parallel::CountingAllocator as the program's #[global_allocator])"
+    )]
+    NoMemoryMeter {
+        /// The meter's type name.
+        meter: &'static str,
+    },
+    /// The attention op refused its inputs.
+    #[error("attention op at block {size}: {source}")]
+    Attention {
+        /// The block edge.
+        size: usize,
+        /// The op's error.
+        source: AttentionError,
+    },
+    /// A measuring thread panicked.
+    #[error("profiling {part:?} at size {size} panicked: {message}")]
+    Panicked {
+        /// The part.
+        part: ProfiledPart,
+        /// The size.
+        size: usize,
+        /// The panic message.
+        message: String,
+    },
+    /// A measuring thread panicked outside a measurement.
+    #[error("a profiling thread panicked: {message}")]
+    ThreadPanicked {
+        /// The panic message.
+        message: String,
+    },
+    /// The measured table is invalid (e.g. a non-finite time).
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+}
+
+impl Default for ProfilerOptions {
+    fn default() -> Self {
+        Self {
+            ladder: Self::cpu_ladder(),
+            warmup: 2,
+            repeats: 5,
+            concurrency: 1,
+            seed: 7,
+        }
+    }
+}
+
+impl ProfilerOptions {
+    /// A ladder for CPU workers: rows 64 ..= 8192 and blocks 32 ..= 2048, powers of two with the
+    /// midpoints `1.5 * 2^k` above 256 (where times leave the overhead-bound regime); attention
+    /// at batches 1, 2, 4 and 8, above batch 1 up to `batch * block^2 = 2^21`.
+    pub fn cpu_ladder() -> ProfileLadder {
+        let ladder = |low: u32, high: u32| -> Vec<usize> {
+            let mut sizes = Vec::new();
+            for p in low..=high {
+                let size = 1usize << p;
+                sizes.push(size);
+                if size >= 256 && p < high {
+                    sizes.push(size + size / 2);
+                }
+            }
+            sizes
+        };
+        ProfileLadder {
+            rows: ladder(6, 13),
+            blocks: ladder(5, 11),
+            attention_batches: vec![1, 2, 4, 8],
+            max_attention_pairs: 1 << 21,
+        }
+    }
+}
+
+/// Every measurement of `ladder`: `(part, batch, size)` in table order.
+pub fn jobs(ladder: &ProfileLadder) -> Vec<(ProfiledPart, usize, usize)> {
+    let rows = ladder.row_points();
+    let mut jobs = Vec::new();
+    for part in ProfiledPart::ALL {
+        if part == ProfiledPart::Attention {
+            jobs.extend(
+                ladder
+                    .attention_points()
+                    .into_iter()
+                    .map(|(batch, size)| (part, batch, size)),
+            );
+        } else {
+            jobs.extend(rows.iter().map(|&size| (part, 1, size)));
+        }
+    }
+    jobs
+}
+
+/// Sorted distinct sizes of a ladder entry, or an error naming it.
+fn sizes(which: &'static str, sizes: &[usize]) -> Result<Vec<usize>, MeasureError> {
+    let mut distinct = sizes.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 || distinct[0] == 0 {
+        return Err(MeasureError::BadLadder {
+            which,
+            sizes: sizes.to_vec(),
+        });
+    }
+    Ok(distinct)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        0.5 * (values[n / 2 - 1] + values[n / 2])
+    }
+}
+
+/// Measures the [`ProfileTable`] of `shape` on backend `B` at `device`, keyed by `backend` and
+/// `device_name` (e.g. `flex`, the cluster's device name), with 4-byte (f32) elements.
+///
+/// `progress` is called after every part and size.
+///
+/// # Errors
+///
+/// [`MeasureError`]: an invalid shape, ladder or option, a meter that cannot measure, or a
+/// failed measurement.
+pub fn measure_profile<B: ContextParallelBackend>(
+    shape: &ModelShape,
+    backend: &str,
+    device_name: &str,
+    device: &B::Device,
+    meter: &(dyn MemoryMeter + Sync),
+    options: &ProfilerOptions,
+    progress: &mut dyn FnMut(ProfileProgress),
+) -> Result<ProfileTable, MeasureError> {
+    shape.validate()?;
+    for (field, value) in [
+        ("repeats", options.repeats),
+        ("concurrency", options.concurrency),
+    ] {
+        if value == 0 {
+            return Err(MeasureError::ZeroOption { field });
+        }
+    }
+    if !meter.available() {
+        return Err(MeasureError::NoMemoryMeter {
+            meter: std::any::type_name_of_val(meter),
+        });
+    }
+    sizes("rows", &options.ladder.rows)?;
+    sizes("blocks", &options.ladder.blocks)?;
+    let jobs = jobs(&options.ladder);
+    let total = jobs.len();
+    let mut table = ProfileTable {
+        key: ProfileKey::new(backend, device_name, shape, 4),
+        analytic: false,
+        embedding: Vec::new(),
+        layer_dense: Vec::new(),
+        attention: Vec::new(),
+        head: Vec::new(),
+    };
+    let copies = options.concurrency;
+    let barrier = Barrier::new(copies);
+    // every copy keeps its modules for the whole ladder
+    let results: Vec<Result<Vec<Run>, MeasureError>> = std::thread::scope(|scope| {
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<usize>();
+        let handles: Vec<_> = (0..copies)
+            .map(|copy| {
+                let (jobs, barrier, done_tx) = (&jobs, &barrier, done_tx.clone());
+                scope.spawn(move || {
+                    let mut bench =
+                        PartBench::<B>::new(shape, device, options.seed + copy as u64);
+                    let mut runs = Vec::with_capacity(jobs.len());
+                    for (index, &(part, batch, size)) in jobs.iter().enumerate() {
+                        let mut forward = Vec::with_capacity(options.repeats);
+                        let mut backward = Vec::with_capacity(options.repeats);
+                        let mut last = None;
+                        for repeat in 0..options.warmup + options.repeats {
+                            barrier.wait();
+                            let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                bench.run(part, batch, size, meter)
+                            }))
+                            .map_err(|panic| MeasureError::Panicked {
+                                part,
+                                size,
+                                message: panic_message(panic.as_ref()),
+                            })
+                            .and_then(|run| {
+                                run.map_err(|source| MeasureError::Attention { size, source })
+                            });
+                            let run = match run {
+                                Ok(run) => run,
+                                Err(error) => {
+                                    // keep the other copies from waiting forever
+                                    for _ in repeat + 1..options.warmup + options.repeats {
+                                        barrier.wait();
+                                    }
+                                    return Err(error);
+                                }
+                            };
+                            if repeat >= options.warmup {
+                                forward.push(run.forward_seconds);
+                                backward.push(run.backward_seconds);
+                                last = Some(run);
+                            }
+                        }
+                        let last = last.unwrap_or(Run {
+                            forward_seconds: 0.0,
+                            backward_seconds: 0.0,
+                            saved_bytes: 0,
+                            peak_bytes: 0,
+                        });
+                        runs.push(Run {
+                            forward_seconds: median(&mut forward),
+                            backward_seconds: median(&mut backward),
+                            ..last
+                        });
+                        if copy == 0 {
+                            let _ = done_tx.send(index);
+                        }
+                    }
+                    Ok(runs)
+                })
+            })
+            .collect();
+        drop(done_tx);
+        for index in done_rx {
+            let (part, batch, size) = jobs[index];
+            progress(ProfileProgress {
+                part,
+                batch,
+                size,
+                done: index + 1,
+                total,
+            });
+        }
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|panic| {
+                    Err(MeasureError::ThreadPanicked {
+                        message: panic_message(panic.as_ref()),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut results = results.into_iter();
+    let first = results.next().unwrap_or(Ok(Vec::new()))?;
+    for other in results {
+        other?;
+    }
+    for (&(part, batch, size), run) in jobs.iter().zip(first) {
+        let sample = ProfileSample {
+            size,
+            forward_seconds: run.forward_seconds,
+            backward_seconds: run.backward_seconds,
+            saved_bytes: run.saved_bytes,
+            peak_bytes: run.peak_bytes,
+            batch,
+        };
+        match part {
+            ProfiledPart::Embedding => table.embedding.push(sample),
+            ProfiledPart::LayerDense => table.layer_dense.push(sample),
+            ProfiledPart::Attention => table.attention.push(sample),
+            ProfiledPart::Head => table.head.push(sample),
+        }
+    }
+    table.validate()?;
+    Ok(table)
+}

@@ -1,0 +1,182 @@
+//! The real model behind a [`ModelShape`], and [`SyntheticSource`]: random batches of that
+//! shape for the profiler and for validation runs (time and memory do not depend on the values).
+
+use crate::workload::ModelShape;
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use megagraph_kernels::DistanceBias;
+use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput};
+use megagraph_parallel::{BatchSource, TrainBatch};
+
+/// The Graph Transformer configuration of `shape`: node features of `shape.feature_dim`, no
+/// dropout (so every rank computes the same thing), the shape's encodings and key tile.
+///
+/// `distance_buckets` must be at least 2 and at most 257 (a `u8` index with `max_distance + 2`
+/// buckets); smaller or larger values are clamped.
+pub fn model_config(shape: &ModelShape) -> GraphTransformerConfig {
+    let max_distance = shape.distance_buckets.clamp(2, 257) - 2;
+    GraphTransformerConfig::new(0, shape.num_classes)
+        .with_feature_dim(Some(shape.feature_dim))
+        .with_num_layers(shape.layers)
+        .with_num_heads(shape.heads)
+        .with_hidden(shape.hidden)
+        .with_ffn_hidden(shape.ffn)
+        .with_dropout(0.0)
+        .with_input_dropout(0.0)
+        .with_key_dropout(0.0)
+        .with_max_degree(shape.degree_buckets.max(1) - 1)
+        .with_max_distance(max_distance as u8)
+        .with_block_size(shape.key_tile)
+}
+
+/// An initialized model of `shape` on `device`, every parameter materialized (so that clones
+/// hold the same values).
+pub fn init_model<B: Backend>(shape: &ModelShape, device: &B::Device) -> GraphTransformer<B> {
+    let model: GraphTransformer<B> = model_config(shape).init(device);
+    struct Touch;
+    impl<B: Backend> ModuleVisitor<B> for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Touch);
+    model
+}
+
+/// SplitMix64: deterministic pseudo-random values for synthetic inputs.
+#[derive(Clone, Debug)]
+pub(crate) struct SplitMix(u64);
+
+impl SplitMix {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[-1, 1)`.
+    pub(crate) fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// `len` random distance buckets below `buckets` (`u8`).
+pub(crate) fn random_buckets(rng: &mut SplitMix, len: usize, buckets: usize) -> Vec<u8> {
+    let buckets = buckets.clamp(1, 256) as u64;
+    (0..len).map(|_| rng.below(buckets) as u8).collect()
+}
+
+/// Random sequences of a model shape: features, degrees, a `u8` distance index, labels and
+/// training weights (every other node), for measuring time and memory.
+///
+/// One random sequence is drawn when the source is built and every requested sequence is a copy
+/// of it: a batch costs a copy, not a random draw, so that the runtime's steps are not slowed by
+/// data generation.
+#[derive(Clone, Debug)]
+pub struct SyntheticSource {
+    seq_len: usize,
+    feature_dim: usize,
+    features: Vec<f32>,
+    degrees: Vec<i64>,
+    distance: Vec<u8>,
+    labels: Vec<i64>,
+    weight: Vec<f32>,
+}
+
+impl SyntheticSource {
+    /// Sequences of `seq_len` nodes for a model of `shape`, drawn from `seed`.
+    pub fn new(shape: &ModelShape, seq_len: usize, seed: u64) -> Self {
+        let mut rng = SplitMix::new(seed);
+        let s = seq_len;
+        Self {
+            seq_len: s,
+            feature_dim: shape.feature_dim,
+            features: (0..s * shape.feature_dim).map(|_| rng.unit()).collect(),
+            degrees: (0..s)
+                .map(|_| rng.below(shape.degree_buckets as u64) as i64)
+                .collect(),
+            distance: random_buckets(&mut rng, s * s, shape.distance_buckets),
+            labels: (0..s)
+                .map(|_| rng.below(shape.num_classes as u64) as i64)
+                .collect(),
+            weight: (0..s).map(|i| (i % 2) as f32).collect(),
+        }
+    }
+
+    /// Nodes per sequence.
+    pub fn seq_len(&self) -> usize {
+        self.seq_len
+    }
+}
+
+impl<B: Backend> BatchSource<B> for SyntheticSource {
+    fn batch(&self, sequences: &[usize], device: &B::Device) -> Result<TrainBatch<B>, String> {
+        let (n, s) = (sequences.len(), self.seq_len);
+        let repeat = |v: &[i64]| -> Vec<i64> { (0..n).flat_map(|_| v.iter().copied()).collect() };
+        let ints = |v: Vec<i64>| Tensor::from_data(TensorData::new(v, [n, s]), device);
+        let features: Vec<f32> = (0..n).flat_map(|_| self.features.iter().copied()).collect();
+        let distance: Vec<u8> = (0..n).flat_map(|_| self.distance.iter().copied()).collect();
+        let weight: Vec<f32> = (0..n).flat_map(|_| self.weight.iter().copied()).collect();
+        Ok(TrainBatch {
+            graph: GraphBatch {
+                input: NodeInput::Features(Tensor::from_data(
+                    TensorData::new(features, [n, s, self.feature_dim]),
+                    device,
+                )),
+                in_degree: ints(repeat(&self.degrees)),
+                out_degree: ints(repeat(&self.degrees)),
+                distance: DistanceBias::<B>::index_from_u8(distance, [n, s, s], device)
+                    .map_err(|e| e.to_string())?,
+                padding: Tensor::<B, 2>::zeros([n, s], device).equal_elem(1.0),
+            },
+            labels: ints(repeat(&self.labels)),
+            train_weight: Tensor::from_data(TensorData::new(weight, [n, s]), device),
+        })
+    }
+
+    fn train_nodes(&self, sequences: &[usize]) -> usize {
+        sequences.len() * (self.seq_len / 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    #[test]
+    fn synthetic_batches_have_the_shape_and_weights() {
+        let shape = ModelShape {
+            layers: 1,
+            heads: 2,
+            hidden: 8,
+            ffn: 8,
+            feature_dim: 3,
+            num_classes: 5,
+            distance_buckets: 4,
+            degree_buckets: 7,
+            key_tile: 4,
+        };
+        let source = SyntheticSource::new(&shape, 6, 1);
+        let batch: TrainBatch<Flex> = source.batch(&[0, 1], &Default::default()).unwrap();
+        assert_eq!(batch.graph.distance.dims(), [2, 6, 6]);
+        let max = batch.graph.distance.clone().max().into_scalar();
+        assert!((max as i64) < 4);
+        let weight: f32 = batch.train_weight.sum().into_scalar();
+        assert_eq!(weight as usize, BatchSource::<Flex>::train_nodes(&source, &[0, 1]));
+        let config = model_config(&shape);
+        assert_eq!(config.num_buckets(), 4);
+        assert_eq!(config.max_degree + 1, 7);
+    }
+}

@@ -1,0 +1,193 @@
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, Flex};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use megagraph_graph::default_cache_dir;
+use megagraph_planner::{
+    CacheStatus, ClusterSpec, ModelShape, ProfileKey, ProfileLadder, ProfileProgress,
+    ProfileTable, ProfilerOptions, ThreadAllocatorMeter, cached_profile, measure_profile,
+};
+
+use super::plan::ModelSpecArgs;
+use crate::error::{Result, TrainError};
+use crate::metrics::write_atomically;
+
+/// The backend profiles are measured on by the command line: Burn's Flex CPU backend.
+pub type ProfileBackend = Autodiff<Flex>;
+
+/// Name of [`ProfileBackend`] in profile keys.
+pub const PROFILE_BACKEND_NAME: &str = "flex";
+
+/// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
+/// measured`).
+#[derive(Debug, Args)]
+pub struct ProfilingArgs {
+    /// Measure again even when a cached profile exists.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Timed runs per part and size (the median is kept).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub repeats: usize,
+    /// Untimed warm-up runs per part and size.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub warmup: usize,
+    /// Copies of every measurement run at once (the ranks that share this machine). Default:
+    /// the cluster's devices per node.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Row counts to measure (comma-separated). Default: 64..8192.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    pub rows: Option<Vec<usize>>,
+    /// Attention block edges to measure (comma-separated). Default: 32..2048.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    pub blocks: Option<Vec<usize>>,
+    /// Cache folder (default: $MEGAGRAPH_CACHE, else ~/.cache/megagraph).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Options of `megagraph profile`.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Cluster description (TOML) of this machine; its device name keys the profile.
+    #[arg(long, value_name = "FILE.toml", default_value = "configs/clusters/cpu-local.toml")]
+    pub cluster: PathBuf,
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelSpecArgs,
+    /// How to measure.
+    #[command(flatten)]
+    pub profiling: ProfilingArgs,
+    /// Also write the table as JSON here.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+}
+
+impl ProfilingArgs {
+    /// The profiler options for `cluster`.
+    pub fn options(&self, cluster: &ClusterSpec) -> Result<ProfilerOptions> {
+        let defaults = ProfilerOptions::cpu_ladder();
+        let options = ProfilerOptions {
+            ladder: ProfileLadder {
+                rows: self.rows.clone().unwrap_or(defaults.rows),
+                blocks: self.blocks.clone().unwrap_or(defaults.blocks),
+                ..defaults
+            },
+            warmup: self.warmup,
+            repeats: self.repeats,
+            concurrency: self.concurrency.unwrap_or(cluster.devices_per_node),
+            ..ProfilerOptions::default()
+        };
+        for (field, value) in [
+            ("repeats", options.repeats),
+            ("concurrency", options.concurrency),
+        ] {
+            if value == 0 {
+                return Err(TrainError::InvalidConfig {
+                    field,
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// The measured profile of `shape` on this machine for `cluster`'s devices: from the cache, or
+/// measured (with a progress bar on a terminal) and cached.
+pub fn measured_profile(
+    cluster: &ClusterSpec,
+    shape: &ModelShape,
+    args: &ProfilingArgs,
+) -> Result<(ProfileTable, PathBuf, CacheStatus)> {
+    if cluster.nodes > 1 {
+        log::warn!(
+            "cluster `{}` has {} nodes: a profile measured here stands for its devices only if \
+             they are like this machine's",
+            cluster.name,
+            cluster.nodes
+        );
+    }
+    let options = args.options(cluster)?;
+    let key = ProfileKey::new(PROFILE_BACKEND_NAME, cluster.device.clone(), shape, 4);
+    let dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
+    let found = cached_profile(&dir, &key, &options, args.refresh, || {
+        let total = measurements(&options.ladder);
+        let terminal = std::io::stderr().is_terminal();
+        let bar = terminal.then(|| {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template("profiling [{bar:30}] {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        eprintln!(
+            "measuring the profile of {} on {} ({} copies at once); cached in {}",
+            key.cache_key(),
+            PROFILE_BACKEND_NAME,
+            options.concurrency,
+            dir.display()
+        );
+        let mut progress = |p: ProfileProgress| match &bar {
+            Some(bar) => {
+                bar.set_position(p.done as u64);
+                bar.set_message(format!("{} {}x{}", p.part.name(), p.batch, p.size));
+            }
+            None => {
+                if p.done % 8 == 0 || p.done == p.total {
+                    eprintln!("profiled {}/{} ({} {})", p.done, p.total, p.part.name(), p.size);
+                }
+            }
+        };
+        let table = measure_profile::<ProfileBackend>(
+            shape,
+            PROFILE_BACKEND_NAME,
+            &cluster.device,
+            &Default::default(),
+            &ThreadAllocatorMeter,
+            &options,
+            &mut progress,
+        );
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        table
+    })?;
+    Ok(found)
+}
+
+/// Measurements of a profile at `ladder` (for the progress bar).
+fn measurements(ladder: &ProfileLadder) -> usize {
+    3 * ladder.row_points().len() + ladder.attention_points().len()
+}
+
+/// `megagraph profile`: measures (or reads from the cache) the profile of a model on this
+/// machine, prints it and optionally writes it as JSON.
+pub fn profile(args: &ProfileArgs) -> Result<()> {
+    let cluster =
+        ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
+    let shape = args.model.shape()?;
+    let (table, path, status) = measured_profile(&cluster, &shape, &args.profiling)?;
+    println!("{table}");
+    match status {
+        CacheStatus::Hit => println!("read from the cache: {}", path.display()),
+        CacheStatus::Measured => println!("measured and cached: {}", path.display()),
+        CacheStatus::Remeasured(reason) => println!(
+            "measured again (the cached file could not be used: {reason}) and cached: {}",
+            path.display()
+        ),
+    }
+    if let Some(out) = &args.json {
+        let json = serde_json::to_vec_pretty(&table).map_err(|err| TrainError::Output {
+            path: out.clone(),
+            source: std::io::Error::other(err),
+        })?;
+        write_atomically(out, &json)?;
+        println!("profile written to {}", out.display());
+    }
+    Ok(())
+}
