@@ -89,6 +89,8 @@ pub struct FittedProfile {
     pub attention: BatchedFit,
     /// The head.
     pub head: PartFit,
+    /// The table's [`runtime_overhead_bytes`](ProfileTable::runtime_overhead_bytes).
+    pub runtime_overhead_bytes: u64,
 }
 
 /// Why a profile part cannot be fitted.
@@ -199,6 +201,7 @@ impl FittedProfile {
             layer_dense: part(ProfiledPart::LayerDense, &table.layer_dense)?,
             attention: BatchedFit { by_batch },
             head: part(ProfiledPart::Head, &table.head)?,
+            runtime_overhead_bytes: table.runtime_overhead_bytes,
         })
     }
 }

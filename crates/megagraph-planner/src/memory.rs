@@ -1,20 +1,30 @@
 //! Memory of one device of a pipeline stage, itemized: [`MemoryModel`] computes a
 //! [`MemoryBreakdown`].
 //!
-//! For stage `i` of `pp` holding `k` layers, with `q = sequences_per_step / (dp * m)` sequences of
-//! `b = S / cp` local rows per micro-batch and `e` bytes per element:
+//! The terms are what is live at once at the peak, which is in the backward pass of the
+//! micro-batch that holds the most (the stage's first layer's backward sees every activation).
+//! For stage `i` of `pp` holding `k` layers, with `q = sequences_per_step / (dp * m)` sequences
+//! of `b = S / cp` local rows per micro-batch and `e` bytes per element:
 //!
 //! - parameters: `k` layers, the spatial table (every stage reads it), the embedding stage on stage
-//!   0 and the head on the last stage, times `e`; gradients the same; AdamW's two moments twice
-//!   that;
+//!   0 and the head on the last stage, times `e`; gradients the same (the accumulation buffer of
+//!   the step's micro-batches); AdamW's two moments twice that;
 //! - activations: what every layer (and the embedding/head) keeps for backward, from the profile's
-//!   `saved_bytes` at `q * b` rows, times the micro-batches in flight. Under 1F1B stage `i` holds
+//!   `saved_bytes` (a layer keeps its input, so the head keeps the last layer's output) for `q`
+//!   sequences of `b` rows, times the micro-batches in flight. Under 1F1B stage `i` holds
 //!   `min(pp - i, m)` of them;
 //! - workspace: the largest transient of one part (the attention part's is tile-sized,
 //!   `[rows, key_tile, heads]`, never `[S, S, heads]`);
+//! - inputs: the batch a micro-batch keeps until its backward: node features and degrees on
+//!   stage 0, labels and training weights on the last stage, the padding mask everywhere;
 //! - distance index: the `u8` rows of the in-flight sequences, `b x S` bytes each;
-//! - communication buffers: ring-attention send/receive buffers (K, V, dK, dV of a block),
-//!   pipeline send/receive buffers, and one gradient copy for the all-reduce.
+//! - communication buffers: per in-flight micro-batch the activation sent to the next stage
+//!   (it stays the sender's until the receiver's backward frees it), the input gradient being
+//!   sent back, and under context parallelism the ring's key/value gradient accumulators
+//!   (`dK`, `dV` of a block, travelling with it). The gradient all-reduce runs after the last
+//!   backward, when the activations are gone, so it adds nothing to the peak;
+//! - runtime overhead: what a rank holds beyond all that (autodiff and optimizer bookkeeping),
+//!   measured by the profiler ([`ProfileTable::runtime_overhead_bytes`](crate::ProfileTable)).
 
 use crate::fitted::FittedProfile;
 use crate::mesh::Mesh;
@@ -40,10 +50,17 @@ pub struct MemoryBreakdown {
     pub activations: u64,
     /// Largest transient workspace (attention tiles and accumulators, or a dense part's).
     pub workspace: u64,
+    /// The in-flight micro-batches' inputs (features, degrees, labels, weights, padding).
+    #[serde(default)]
+    pub inputs: u64,
     /// `u8` distance-index rows of the in-flight sequences.
     pub distance_index: u64,
-    /// Ring-attention, pipeline and all-reduce buffers.
+    /// Ring-attention and pipeline buffers.
     pub communication_buffers: u64,
+    /// The runtime's own bytes (measured by the profiler, see
+    /// [`ProfileTable::runtime_overhead_bytes`](crate::ProfileTable)).
+    #[serde(default)]
+    pub runtime: u64,
 }
 
 impl MemoryBreakdown {
@@ -53,15 +70,17 @@ impl MemoryBreakdown {
     }
 
     /// The terms with their names, in a fixed order.
-    pub fn items(&self) -> [(&'static str, u64); 7] {
+    pub fn items(&self) -> [(&'static str, u64); 9] {
         [
             ("parameters", self.parameters),
             ("gradients", self.gradients),
             ("optimizer state (AdamW)", self.optimizer_state),
             ("activations", self.activations),
             ("workspace", self.workspace),
+            ("inputs", self.inputs),
             ("distance index rows", self.distance_index),
             ("communication buffers", self.communication_buffers),
+            ("runtime overhead", self.runtime),
         ]
     }
 
@@ -93,10 +112,17 @@ pub struct MemoryModel {
     head_workspace: f64,
     /// Distance-index bytes per micro-batch: `q * b * S`.
     index_per_micro_batch: f64,
-    /// Ring and pipeline buffers (independent of the stage's parameters).
-    activation_buffers: f64,
-    /// Whether gradients are all-reduced (`dp * cp > 1`).
-    all_reduce: bool,
+    /// Input bytes per micro-batch on stage 0 (features, degrees), the last stage (labels,
+    /// weights) and every stage (padding).
+    first_inputs: f64,
+    last_inputs: f64,
+    any_inputs: f64,
+    /// One micro-batch's activation (or its gradient) at a stage boundary: `q * b * d * e`.
+    boundary: f64,
+    /// Ring buffers (the dK/dV accumulators of a block), 0 without context parallelism.
+    ring: f64,
+    /// The runtime's own bytes per rank.
+    runtime: u64,
 }
 
 impl MemoryModel {
@@ -117,14 +143,12 @@ impl MemoryModel {
         let rows = sequences * block;
         let attention_saved = fitted.attention.saved_bytes(sequences, block);
         let attention_workspace = fitted.attention.workspace_bytes(sequences, block);
-        // K and V travel forward, K, V, dK and dV backward; send and receive buffers.
+        // dK and dV of the block travelling the ring with it.
         let ring = if mesh.cp > 1 {
-            2.0 * 4.0 * rows * d * e
+            2.0 * rows * d * e
         } else {
             0.0
         };
-        // Activation and gradient send/receive buffers at the stage boundaries.
-        let pipeline = if mesh.pp > 1 { 2.0 * rows * d * e } else { 0.0 };
         Self {
             pp: mesh.pp,
             micro_batches: mesh.micro_batches,
@@ -143,8 +167,13 @@ impl MemoryModel {
             embedding_workspace: fitted.embedding.workspace_bytes(rows),
             head_workspace: fitted.head.workspace_bytes(rows),
             index_per_micro_batch: rows * workload.seq_len as f64,
-            activation_buffers: ring + pipeline,
-            all_reduce: mesh.dp * mesh.cp > 1,
+            // f32 features, two i64 degrees; i64 labels and f32 weights; a bool padding flag
+            first_inputs: rows * (e * shape.feature_dim as f64 + 16.0),
+            last_inputs: rows * (8.0 + e),
+            any_inputs: rows,
+            boundary: rows * d * e,
+            ring,
+            runtime: fitted.runtime_overhead_bytes,
         }
     }
 
@@ -185,11 +214,15 @@ impl MemoryModel {
         if last {
             workspace = workspace.max(self.head_workspace);
         }
-        let gradient_buffer = if self.all_reduce {
-            parameter_bytes as f64
-        } else {
+        let inputs = self.any_inputs
+            + if first { self.first_inputs } else { 0.0 }
+            + if last { self.last_inputs } else { 0.0 };
+        // outputs sent on and not yet released, and the input gradient being sent back
+        let pipeline = if last {
             0.0
-        };
+        } else {
+            in_flight as f64 * self.boundary
+        } + if first { 0.0 } else { self.boundary };
         MemoryBreakdown {
             stage,
             layers,
@@ -199,8 +232,11 @@ impl MemoryModel {
             optimizer_state: 2 * parameter_bytes,
             activations: (in_flight as f64 * saved_per_micro_batch).ceil() as u64,
             workspace: workspace.ceil() as u64,
+            inputs: (in_flight as f64 * inputs).ceil() as u64,
             distance_index: (in_flight as f64 * self.index_per_micro_batch).ceil() as u64,
-            communication_buffers: (self.activation_buffers + gradient_buffer).ceil() as u64,
+            communication_buffers: (pipeline + if layers > 0 { self.ring } else { 0.0 }).ceil()
+                as u64,
+            runtime: self.runtime,
         }
     }
 }
@@ -279,6 +315,7 @@ mod tests {
         assert_eq!(a.parameters, b.parameters);
         assert_eq!(a.communication_buffers, 0);
         assert!(b.communication_buffers > 0);
+        assert_eq!(2 * b.inputs, a.inputs);
         // Tile-sized workspace: far below one [S, S, heads] f32 tensor.
         assert!((a.workspace as f64) < 1e-2 * (65_536.0f64 * 65_536.0 * 8.0 * 4.0));
     }

@@ -113,6 +113,12 @@ pub struct ProfileTable {
     pub attention: Vec<ProfileSample>,
     /// Head samples, by increasing size.
     pub head: Vec<ProfileSample>,
+    /// Bytes a rank of the parallel runtime holds at its peak beyond what the parts account for
+    /// (autodiff and optimizer bookkeeping, allocator and runtime structures), measured by the
+    /// profiler with one real one-layer training step at the smallest size; 0 for analytic
+    /// profiles.
+    #[serde(default)]
+    pub runtime_overhead_bytes: u64,
 }
 
 /// The sizes [`analytic_profile`] (and a profiler) sample.
@@ -640,6 +646,7 @@ pub fn analytic_profile(
         layer_dense: series(&ladder.rows, &|n| model.layer_dense(n)),
         attention: series(&ladder.blocks, &|n| model.attention(n)),
         head: series(&ladder.rows, &|n| model.head(n)),
+        runtime_overhead_bytes: 0,
     };
     table.validate()?;
     Ok(table)

@@ -11,6 +11,9 @@
 //! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
 //!   once on separate threads, as the ranks of a mesh do when they share one machine's cores
 //!   and memory bandwidth; the table holds the first copy's numbers.
+//! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
+//!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
+//!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
 //! - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
 //!   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
 //!   warning).
@@ -25,7 +28,13 @@ pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::profile::{
     ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
 };
-use crate::workload::{ModelShape, WorkloadError};
+use crate::fitted::FittedProfile;
+use crate::latency::FitOptions;
+use crate::memory::MemoryModel;
+use crate::mesh::Mesh;
+use crate::search::Plan;
+use crate::validate::{ValidationOptions, validate_plans};
+use crate::workload::{ModelShape, Workload, WorkloadError};
 use megagraph_kernels::AttentionError;
 use megagraph_parallel::ContextParallelBackend;
 use parts::{PartBench, Run};
@@ -118,6 +127,9 @@ pub enum MeasureError {
         /// The panic message.
         message: String,
     },
+    /// The runtime overhead step failed.
+    #[error("measuring the runtime's memory overhead (a one-layer training step): {0}")]
+    Overhead(String),
     /// The measured table is invalid (e.g. a non-finite time).
     #[error(transparent)]
     Profile(#[from] ProfileError),
@@ -256,6 +268,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
         layer_dense: Vec::new(),
         attention: Vec::new(),
         head: Vec::new(),
+        runtime_overhead_bytes: 0,
     };
     let copies = options.concurrency;
     let barrier = Barrier::new(copies);
@@ -365,5 +378,64 @@ pub fn measure_profile<B: ContextParallelBackend>(
         }
     }
     table.validate()?;
+    table.runtime_overhead_bytes = runtime_overhead::<B>(&table, shape, device, options)?;
     Ok(table)
+}
+
+/// What a rank of the parallel runtime holds beyond the memory model's terms: one real
+/// training step of a one-layer model on one rank, one sequence of the smallest row count,
+/// measured peak minus the model's prediction from `table` (at least 0).
+fn runtime_overhead<B: ContextParallelBackend>(
+    table: &ProfileTable,
+    shape: &ModelShape,
+    device: &B::Device,
+    options: &ProfilerOptions,
+) -> Result<u64, MeasureError> {
+    let seq_len = options.ladder.row_points().first().copied().unwrap_or(64);
+    let one_layer = ModelShape {
+        layers: 1,
+        ..shape.clone()
+    };
+    let workload = Workload {
+        seq_len,
+        sequences_per_step: 1,
+        dtype_bytes: 4,
+    };
+    let mesh = Mesh {
+        pp: 1,
+        cp: 1,
+        dp: 1,
+        micro_batches: 1,
+    };
+    let fitted = FittedProfile::fit(table, &FitOptions::default())
+        .map_err(|error| MeasureError::Overhead(error.to_string()))?;
+    let predicted = MemoryModel::new(&one_layer, &workload, &fitted, &mesh)
+        .stage(0, 1)
+        .total();
+    let plan = Plan {
+        pp: 1,
+        cp: 1,
+        dp: 1,
+        micro_batches: 1,
+        stage_layers: vec![1],
+        predicted_step_seconds: 0.0,
+        predicted_peak_bytes_per_device: predicted,
+        bottleneck: String::new(),
+        measured_step_seconds: None,
+        measured_peak_bytes_per_device: None,
+    };
+    let validation = ValidationOptions {
+        warmup_steps: 1,
+        steps: 2,
+        seed: options.seed,
+        timeout_seconds: 600,
+    };
+    let report = validate_plans::<B>(&one_layer, &workload, &[plan], device, &validation, &mut |_| {})
+        .map_err(|error| MeasureError::Overhead(error.to_string()))?;
+    let measured = report
+        .plans
+        .first()
+        .and_then(|p| p.plan.measured_peak_bytes_per_device)
+        .unwrap_or(predicted);
+    Ok(measured.saturating_sub(predicted))
 }

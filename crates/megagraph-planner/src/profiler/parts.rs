@@ -33,8 +33,9 @@ pub(crate) struct PartBench<B: AutodiffBackend> {
     rng: SplitMix,
 }
 
-/// A part's forward result: the scalar whose backward is timed.
-type Loss<B> = Tensor<B, 1>;
+/// A part's forward result: the scalar whose backward is timed, and tensors that stay alive
+/// until the backward pass ends (what the real op around the part would keep).
+type Loss<B> = (Tensor<B, 1>, Vec<Tensor<B, 4>>);
 
 impl<B: ContextParallelBackend> PartBench<B> {
     /// Modules of `shape` (one layer) on `device`, inputs drawn from `seed`.
@@ -85,12 +86,16 @@ impl<B: ContextParallelBackend> PartBench<B> {
                     Box::new(move |model| {
                         let x = model.input.forward(NodeInput::Features(features))
                             + model.centrality.forward(in_degree, out_degree);
-                        Ok(x.sum())
+                        Ok((x.sum(), Vec::new()))
                     })
                 }
                 ProfiledPart::LayerDense => {
                     let x = self.random([1, n, self.shape.hidden], true);
-                    Box::new(move |model| Ok(dense_layer(model, x).sum()))
+                    Box::new(move |model| {
+                        // a fresh copy: the layer's input is part of what it keeps
+                        let (out, kept) = dense_layer(model, x * 1.0);
+                        Ok((out.sum(), kept))
+                    })
                 }
                 ProfiledPart::Attention => {
                     let (heads, head_dim) = (self.shape.heads, self.shape.head_dim());
@@ -119,7 +124,8 @@ impl<B: ContextParallelBackend> PartBench<B> {
                             scale: None,
                             block_size,
                         };
-                        Ok(graph_attention(q, k, v, bias, &options)?.output.sum())
+                        let out = graph_attention(q, k, v, bias, &options)?.output;
+                        Ok((out.sum(), Vec::new()))
                     })
                 }
                 ProfiledPart::Head => {
@@ -127,15 +133,16 @@ impl<B: ContextParallelBackend> PartBench<B> {
                     let labels = self.random_ints(n, self.shape.num_classes);
                     let weight = Tensor::<B, 2>::ones([1, n], &self.device);
                     Box::new(move |model| {
-                        let logits = model.classifier.forward(model.norm.forward(x));
-                        Ok(masked_cross_entropy(logits, labels, weight, n))
+                        // a fresh copy: the head's input (the last layer's output) is kept
+                        let logits = model.classifier.forward(model.norm.forward(x * 1.0));
+                        Ok((masked_cross_entropy(logits, labels, weight, n), Vec::new()))
                     })
                 }
             };
         B::sync(&self.device).ok();
         let base = meter.reset_peak();
         let started = Instant::now();
-        let loss = forward(&self.model)?;
+        let (loss, kept) = forward(&self.model)?;
         B::sync(&self.device).ok();
         let forward_seconds = started.elapsed().as_secs_f64();
         let forward_peak = meter.peak();
@@ -146,6 +153,7 @@ impl<B: ContextParallelBackend> PartBench<B> {
         let backward_seconds = started.elapsed().as_secs_f64();
         let backward_peak = meter.peak();
         drop(grads);
+        drop(kept);
         let saved_bytes = after_forward.saturating_sub(base);
         Ok(Run {
             forward_seconds,
@@ -162,13 +170,14 @@ impl<B: ContextParallelBackend> PartBench<B> {
 /// One layer of `model` with the attention core replaced by `q + k + v` (in the heads layout,
 /// as the attention op sees them): layer norms, the Q/K/V/O projections, the FFN and the
 /// residuals, as [`GraphTransformerLayer::forward`](megagraph_models::GraphTransformerLayer)
-/// and the parallel runtime's layer run them.
+/// and the parallel runtime's layer run them. Returns the output and `q`, `k`, `v`, which the
+/// real attention op keeps for its backward pass (the caller keeps them alive until then).
 ///
 /// - `x`: `[batch, n, hidden]`; output: `[batch, n, hidden]`
 fn dense_layer<B: ContextParallelBackend>(
     model: &GraphTransformer<B>,
     x: Tensor<B, 3>,
-) -> Tensor<B, 3> {
+) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
     let layer = &model.layers[0];
     let attention = &layer.attention;
     let normed = layer.attention_norm.forward(x.clone());
@@ -181,6 +190,7 @@ fn dense_layer<B: ContextParallelBackend>(
     let q = split(attention.query.forward(normed.clone()));
     let k = split(attention.key.forward(normed.clone()));
     let v = split(attention.value.forward(normed));
+    let kept = vec![q.clone(), k.clone(), v.clone()];
     let attended = q + k + v;
     let attended = attention
         .output
@@ -189,5 +199,5 @@ fn dense_layer<B: ContextParallelBackend>(
     let hidden = layer
         .activation
         .forward(layer.ffn_in.forward(layer.ffn_norm.forward(x.clone())));
-    x + layer.ffn_out.forward(hidden)
+    (x + layer.ffn_out.forward(hidden), kept)
 }
