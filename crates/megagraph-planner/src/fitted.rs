@@ -261,4 +261,31 @@ mod tests {
         assert!((four / a - 4.0).abs() < 1e-9);
         assert!((b / a - 4.0).abs() < 0.1, "{}", b / a);
     }
+
+    #[test]
+    fn batched_attention_interpolates_the_cost_per_sequence() {
+        let line = |slope: f64| {
+            PiecewiseLinear::fit(&[(1.0, slope), (2.0, 2.0 * slope)], &FitOptions::default())
+                .unwrap()
+        };
+        // batch 1 costs 1 per unit; batch 4 costs 8 per unit in all (2 per sequence)
+        let fit = |slope| PartFit {
+            forward: line(slope),
+            backward: line(slope),
+            saved: line(slope),
+            peak: line(2.0 * slope),
+            time_in_pairs: false,
+        };
+        let batched = BatchedFit {
+            by_batch: vec![(1, fit(1.0)), (4, fit(8.0))],
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(batched.forward_seconds(1.0, 1.0), 1.0));
+        assert!(close(batched.forward_seconds(4.0, 1.0), 8.0));
+        // halfway in batch: 1.5 per sequence
+        assert!(close(batched.forward_seconds(2.5, 1.0), 2.5 * 1.5));
+        // beyond the largest batch the per-sequence cost stays
+        assert!(close(batched.forward_seconds(8.0, 1.0), 16.0));
+        assert!(close(batched.workspace_bytes(1.0, 1.0), 1.0));
+    }
 }

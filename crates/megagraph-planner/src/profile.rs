@@ -896,4 +896,42 @@ mod tests {
             Err(ProfileError::BadLadder { which: "rows", .. })
         ));
     }
+
+    #[test]
+    fn attention_points_cap_the_pairs_of_larger_batches() {
+        let ladder = ProfileLadder {
+            rows: vec![64, 128],
+            blocks: vec![32, 64, 128, 256],
+            attention_batches: vec![4, 1, 2],
+            max_attention_pairs: 2 * 128 * 128,
+        };
+        assert_eq!(
+            ladder.attention_points(),
+            vec![
+                (1, 32),
+                (1, 64),
+                (1, 128),
+                (1, 256),
+                (2, 32),
+                (2, 64),
+                (2, 128),
+                (4, 32),
+                (4, 64),
+            ]
+        );
+        // batches above 1 round-trip through JSON; batch 1 is not written
+        let sample = ProfileSample {
+            size: 8,
+            forward_seconds: 1.0,
+            backward_seconds: 2.0,
+            saved_bytes: 3,
+            peak_bytes: 4,
+            batch: 1,
+        };
+        let json = serde_json::to_value(sample).unwrap();
+        assert!(json.get("batch").is_none());
+        let two = ProfileSample { batch: 2, ..sample };
+        let back: ProfileSample = serde_json::from_value(serde_json::to_value(two).unwrap()).unwrap();
+        assert_eq!(back, two);
+    }
 }

@@ -99,3 +99,94 @@ pub fn cached_profile(
     table.save(&path)?;
     Ok((table, path, status))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ComputeHints;
+    use crate::profile::{ProfileLadder, analytic_profile};
+    use crate::workload::ModelShape;
+
+    /// A stand-in for a measurement: an analytic table under a measured key.
+    fn fake_measurement(key: &ProfileKey, options: &ProfilerOptions) -> ProfileTable {
+        let hints = ComputeHints {
+            peak_flops: 1e11,
+            memory_bandwidth_bytes_per_second: 1e10,
+            efficiency: 0.5,
+            kernel_launch_seconds: 1e-6,
+        };
+        let mut table =
+            analytic_profile(&hints, "cpu", &ModelShape::paper(), 4, &options.ladder).unwrap();
+        table.key = key.clone();
+        table.analytic = false;
+        table
+    }
+
+    fn options(rows: Vec<usize>) -> ProfilerOptions {
+        ProfilerOptions {
+            ladder: ProfileLadder {
+                rows,
+                blocks: vec![32, 64],
+                ..ProfileLadder::default()
+            },
+            ..ProfilerOptions::default()
+        }
+    }
+
+    #[test]
+    fn caches_round_trip_and_corrupt_files_are_measured_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = ProfileKey::new("flex", "cpu worker", &ModelShape::paper(), 4);
+        let options = options(vec![64, 128, 256]);
+        let measured = std::cell::Cell::new(0);
+        let measure = || {
+            measured.set(measured.get() + 1);
+            Ok(fake_measurement(&key, &options))
+        };
+        let (first, path, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        assert_eq!(status, CacheStatus::Measured);
+        assert!(path.exists());
+        let (second, _, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        assert_eq!((status, &second), (CacheStatus::Hit, &first));
+        assert_eq!(measured.get(), 1);
+        // refresh measures even with a good cache
+        let (_, _, status) = cached_profile(dir.path(), &key, &options, true, measure).unwrap();
+        assert_eq!((status, measured.get()), (CacheStatus::Measured, 2));
+        // a truncated file (e.g. a crash elsewhere) is measured again and replaced
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+        let (third, _, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        assert!(matches!(status, CacheStatus::Remeasured(ref reason) if reason.contains("line")), "{status:?}");
+        assert_eq!((measured.get(), &third), (3, &first));
+        assert!(ProfileTable::load(&path).is_ok());
+        // a file holding another key is not used either
+        let mut other = first.clone();
+        other.key.device = "elsewhere".into();
+        other.save(&path).unwrap();
+        let (_, _, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        assert!(matches!(status, CacheStatus::Remeasured(ref reason) if reason.contains("key")), "{status:?}");
+        // another ladder or concurrency is another cache entry
+        let longer = self::options(vec![64, 128, 256, 512]);
+        assert_ne!(measured_cache_path(dir.path(), &key, &longer), path);
+        let doubled = ProfilerOptions { concurrency: 2, ..options.clone() };
+        assert_ne!(measured_cache_path(dir.path(), &key, &doubled), path);
+        // no temporary files are left behind
+        let leftovers = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".tmp"))
+            .count();
+        assert_eq!(leftovers, 0);
+    }
+
+    #[test]
+    fn a_failed_measurement_is_reported_and_nothing_is_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = ProfileKey::new("flex", "cpu", &ModelShape::paper(), 4);
+        let options = options(vec![64, 128]);
+        let result = cached_profile(dir.path(), &key, &options, false, || {
+            Err(MeasureError::ZeroOption { field: "repeats" })
+        });
+        assert!(matches!(result, Err(MeasureError::ZeroOption { field: "repeats" })));
+        assert!(!measured_cache_path(dir.path(), &key, &options).exists());
+    }
+}

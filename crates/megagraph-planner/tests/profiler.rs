@@ -1,0 +1,161 @@
+//! The real profiler and validation on a tiny model: a sane measured table, and plans run end
+//! to end on the local mesh. Memory is measured with the runtime's counting allocator; no test
+//! asserts anything about time.
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::Module;
+use megagraph_parallel::CountingAllocator;
+use megagraph_planner::{
+    ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, ProfilerOptions,
+    SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model,
+    measure_profile, plan, validate_plans,
+};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+type B = Autodiff<Flex>;
+
+fn tiny() -> ModelShape {
+    ModelShape {
+        layers: 2,
+        heads: 2,
+        hidden: 16,
+        ffn: 16,
+        feature_dim: 8,
+        num_classes: 3,
+        distance_buckets: 5,
+        degree_buckets: 9,
+        key_tile: 8,
+    }
+}
+
+fn options() -> ProfilerOptions {
+    ProfilerOptions {
+        ladder: ProfileLadder {
+            rows: vec![16, 32, 64, 128],
+            blocks: vec![8, 16, 32],
+            attention_batches: vec![1, 2],
+            max_attention_pairs: 0,
+        },
+        // one warm-up run: the first run of a part also makes one-time allocations
+        warmup: 1,
+        repeats: 1,
+        concurrency: 2,
+        seed: 3,
+    }
+}
+
+#[test]
+fn the_model_has_the_shapes_parameter_count() {
+    let shape = tiny();
+    let model = init_model::<Flex>(&shape, &Default::default());
+    assert_eq!(model.num_params() as u64, shape.parameters());
+}
+
+#[test]
+fn measured_profile_is_sane_and_plans_validate_end_to_end() {
+    let shape = tiny();
+    let device = Default::default();
+    let mut calls = Vec::new();
+    let table = measure_profile::<B>(
+        &shape,
+        "flex",
+        "test-cpu",
+        &device,
+        &ThreadAllocatorMeter,
+        &options(),
+        &mut |p| calls.push((p.part, p.batch, p.size, p.done, p.total)),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    println!("{table}");
+    table.validate().unwrap();
+    assert!(!table.analytic);
+    assert_eq!(table.key.backend, "flex");
+    // every measurement reported, in order
+    assert_eq!(calls.len(), 3 * 4 + 2 * 3);
+    assert!(calls.iter().enumerate().all(|(i, c)| c.3 == i + 1 && c.4 == calls.len()));
+    assert_eq!(table.attention_batches(), vec![1, 2]);
+    for part in ProfiledPart::ALL {
+        for s in table.samples(part) {
+            assert!(s.forward_seconds > 0.0 && s.backward_seconds > 0.0, "{part:?} {s:?}");
+            assert!(s.peak_bytes >= s.saved_bytes);
+        }
+    }
+    // what a layer, an attention block and the head keep grows with the rows
+    for samples in [
+        table.layer_dense.clone(),
+        table.head.clone(),
+        table.attention_at(1),
+        table.attention_at(2),
+    ] {
+        for pair in samples.windows(2) {
+            assert!(pair[1].saved_bytes > pair[0].saved_bytes, "{pair:?}");
+            assert!(pair[1].peak_bytes > pair[0].peak_bytes, "{pair:?}");
+        }
+    }
+    // a layer keeps at least its input, Q, K and V: 4 x rows x hidden f32
+    for s in &table.layer_dense {
+        assert!(s.saved_bytes >= (4 * s.size * shape.hidden * 4) as u64, "{s:?}");
+    }
+    // two sequences' blocks keep about twice what one keeps (beyond a fixed bookkeeping part)
+    let (one, two) = (table.attention_at(1), table.attention_at(2));
+    let (a, b) = (one[one.len() - 1], two[two.len() - 1]);
+    let ratio = b.saved_bytes as f64 / a.saved_bytes as f64;
+    assert!((1.5..=2.2).contains(&ratio), "{a:?} {b:?}");
+    assert!(table.runtime_overhead_bytes < 64 << 20);
+
+    // plan with it, then run the two best plans
+    let cluster = ClusterSpec::from_toml_file(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/clusters/cpu-local.toml"),
+    )
+    .unwrap();
+    let workload = Workload {
+        seq_len: 32,
+        sequences_per_step: 4,
+        dtype_bytes: 4,
+    };
+    let search = SearchOptions {
+        fit: FitOptions::default(),
+        ..SearchOptions::default()
+    };
+    let report = plan(&cluster, &shape, &workload, &table, &search).unwrap();
+    // a context-parallel and a pipelined plan, so both rings and stages run
+    let pick = |want: fn(&megagraph_planner::Plan) -> bool| {
+        report.candidates.iter().find(|p| want(p)).cloned().unwrap()
+    };
+    let top = vec![pick(|p| p.cp == 2), pick(|p| p.pp == 2)];
+    let validation = validate_plans::<B>(
+        &shape,
+        &workload,
+        &top,
+        &device,
+        &ValidationOptions {
+            warmup_steps: 1,
+            steps: 1,
+            ..ValidationOptions::default()
+        },
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    println!("{validation}");
+    assert_eq!(validation.plans.len(), 2);
+    for (row, planned) in validation.plans.iter().zip(&top) {
+        assert_eq!(row.plan.stage_layers, planned.stage_layers);
+        assert!(row.plan.measured_step_seconds.is_some_and(|s| s > 0.0));
+        let world = planned.pp * planned.cp * planned.dp;
+        assert_eq!(row.rank_peak_bytes.len(), world);
+        assert!(row.rank_peak_bytes.iter().all(|b| b.is_some_and(|b| b > 0)));
+        assert_eq!(
+            row.plan.measured_peak_bytes_per_device,
+            row.rank_peak_bytes.iter().flatten().copied().max()
+        );
+        assert!(row.time_error().is_some() && row.memory_error().is_some());
+        let json = serde_json::to_value(&row.plan).unwrap();
+        for field in ["measured_step_seconds", "measured_peak_bytes_per_device"] {
+            assert!(json.get(field).is_some(), "{field}");
+        }
+    }
+    assert!(validation.median_abs_memory_error().is_some());
+    assert!(validation.to_string().contains("median |error|"));
+}
