@@ -96,3 +96,48 @@ fn help_lists_the_subcommands_and_flags() {
         assert!(text.contains(flag), "train --help lacks {flag}");
     }
 }
+
+#[test]
+fn profile_caches_and_plan_validates_with_a_measured_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let shape = [
+        "--layers", "2", "--heads", "2", "--hidden", "16", "--ffn-hidden", "16", "--feature-dim", "8", "--classes", "3",
+    ];
+    let profiling = [
+        "--cache-dir", cache.to_str().unwrap(), "--rows", "16,32,64", "--blocks", "8,16,32", "--repeats", "1", "--warmup",
+        "1",
+    ];
+    let mut args = vec!["profile", "--cluster", "configs/clusters/cpu-local.toml"];
+    args.extend_from_slice(&shape);
+    args.extend_from_slice(&profiling);
+    let first = megagraph(&args);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.contains("measured and cached") && stdout.contains("layer_dense"), "{stdout}");
+    let second = megagraph(&args);
+    assert!(String::from_utf8_lossy(&second.stdout).contains("read from the cache"));
+
+    let json = dir.path().join("plan.json");
+    let mut args = vec![
+        "plan", "--cluster", "configs/clusters/cpu-local.toml", "--seq-len", "32", "--sequences-per-step", "4",
+        "--profile", "measured", "--validate", "--validate-top", "2", "--validate-steps", "1", "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&shape);
+    args.extend_from_slice(&profiling);
+    let output = megagraph(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("median |error|"));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let validated = report["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|plan| plan.get("measured_step_seconds").is_some() && plan.get("measured_peak_bytes_per_device").is_some())
+        .count();
+    assert_eq!(validated, 2, "{report}");
+    assert_eq!(report["validation"]["plans"].as_array().map(Vec::len), Some(2));
+    let svg = std::fs::read_to_string(json.with_extension("svg")).unwrap();
+    assert!(svg.starts_with("<svg") || svg.contains("<svg"), "{svg}");
+}

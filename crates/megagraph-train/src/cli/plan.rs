@@ -77,8 +77,8 @@ pub struct PlanArgs {
     /// Measured steps per validated plan (after one warm-up step).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub validate_steps: usize,
-    /// SVG of predicted against measured step time (with --validate). Default: next to the
-    /// JSON, `OUT.svg`.
+    /// SVG of predicted against measured step time (with --validate); the peak memory goes to
+    /// `FILE-memory.svg` next to it. Default: next to the JSON, `OUT.svg`.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Write `{best, candidates, rejected, search_seconds, ...}` as JSON (with --validate, the
@@ -171,7 +171,13 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         match plot {
             Some(plot) => {
                 validation_chart(validation).write(&plot)?;
-                println!("predicted vs measured plot written to {}", plot.display());
+                println!("predicted vs measured step time plotted in {}", plot.display());
+                if validation.memory_measured() {
+                    let stem = plot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                    let memory = plot.with_file_name(format!("{stem}-memory.svg"));
+                    memory_chart(validation).write(&memory)?;
+                    println!("predicted vs measured peak memory plotted in {}", memory.display());
+                }
             }
             None => println!("(no plot written: give --json or --plot)"),
         }
@@ -252,6 +258,30 @@ fn validation_chart(validation: &ValidationReport) -> Chart {
             chart = chart.with_series(Series::new(
                 format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
                 vec![(p.predicted_step_seconds, measured)],
+                SeriesStyle::Points,
+            ));
+        }
+    }
+    chart
+}
+
+/// Predicted (x) against measured (y) peak MB per device, one point per plan, with `y = x`.
+fn memory_chart(validation: &ValidationReport) -> Chart {
+    let mut chart = Chart::new(
+        format!(
+            "Predicted vs measured peak memory per device ({} x {} nodes per step)",
+            validation.sequences_per_step, validation.seq_len
+        ),
+        "predicted MB per device",
+        "measured MB per device",
+    )
+    .with_diagonal();
+    for row in &validation.plans {
+        let p = &row.plan;
+        if let Some(measured) = p.measured_peak_bytes_per_device {
+            chart = chart.with_series(Series::new(
+                format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
+                vec![(p.predicted_peak_bytes_per_device as f64 / 1e6, measured as f64 / 1e6)],
                 SeriesStyle::Points,
             ));
         }
