@@ -43,6 +43,7 @@ fn options() -> ProfilerOptions {
         repeats: 1,
         concurrency: 2,
         seed: 3,
+        evict_bytes: 1 << 20,
     }
 }
 

@@ -26,7 +26,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// The cache file of `key` measured with `options` under `dir`:
 /// `dir/profile_<cache key>_c<concurrency>_<ladder digest>.json`.
 pub fn measured_cache_path(dir: impl AsRef<Path>, key: &ProfileKey, options: &ProfilerOptions) -> PathBuf {
-    let ladder = format!("{:?}", crate::profiler::jobs(&options.ladder));
+    let ladder = format!(
+        "{:?}/evict {}",
+        crate::profiler::jobs(&options.ladder),
+        options.evict_bytes
+    );
     dir.as_ref().join(format!(
         "profile_{}_c{}_{:016x}.json",
         key.cache_key(),

@@ -57,6 +57,10 @@ pub struct ProfilerOptions {
     pub concurrency: usize,
     /// Seed of the random inputs and parameters. Default: 7.
     pub seed: u64,
+    /// Bytes written between each forward and backward pass to evict the caches (0: none), as
+    /// happens in a real stage whose working set exceeds them. Default: 0.
+    #[serde(default)]
+    pub evict_bytes: usize,
 }
 
 /// Where [`measure_profile`] is: reported after every part and size.
@@ -143,6 +147,7 @@ impl Default for ProfilerOptions {
             repeats: 5,
             concurrency: 1,
             seed: 7,
+            evict_bytes: 0,
         }
     }
 }
@@ -280,7 +285,12 @@ pub fn measure_profile<B: ContextParallelBackend>(
                 let (jobs, barrier, done_tx) = (&jobs, &barrier, done_tx.clone());
                 scope.spawn(move || {
                     let mut bench =
-                        PartBench::<B>::new(shape, device, options.seed + copy as u64);
+                        PartBench::<B>::new(
+                        shape,
+                        device,
+                        options.seed + copy as u64,
+                        options.evict_bytes,
+                    );
                     let mut runs = Vec::with_capacity(jobs.len());
                     for (index, &(part, batch, size)) in jobs.iter().enumerate() {
                         let mut forward = Vec::with_capacity(options.repeats);
