@@ -174,7 +174,10 @@ mod tests {
         let max = batch.graph.distance.clone().max().into_scalar();
         assert!((max as i64) < 4);
         let weight: f32 = batch.train_weight.sum().into_scalar();
-        assert_eq!(weight as usize, BatchSource::<Flex>::train_nodes(&source, &[0, 1]));
+        assert_eq!(
+            weight as usize,
+            BatchSource::<Flex>::train_nodes(&source, &[0, 1])
+        );
         let config = model_config(&shape);
         assert_eq!(config.num_buckets(), 4);
         assert_eq!(config.max_degree + 1, 7);

@@ -14,8 +14,7 @@ use crate::search::Plan;
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_parallel::{
-    BatchSource, ContextParallelBackend, ParallelError, ParallelTrainer, RankReport,
-    TrainerOptions,
+    BatchSource, ContextParallelBackend, ParallelError, ParallelTrainer, RankReport, TrainerOptions,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -242,11 +241,8 @@ pub fn validate_plans<B: ContextParallelBackend>(
     if plans.is_empty() {
         return Err(ValidateError::Zero { field: "plans" });
     }
-    let source: Arc<dyn BatchSource<B>> = Arc::new(SyntheticSource::new(
-        shape,
-        workload.seq_len,
-        options.seed,
-    ));
+    let source: Arc<dyn BatchSource<B>> =
+        Arc::new(SyntheticSource::new(shape, workload.seq_len, options.seed));
     let total_steps = options.warmup_steps + options.steps;
     let mut validated = Vec::with_capacity(plans.len());
     for (index, plan) in plans.iter().enumerate() {

@@ -7,8 +7,8 @@ use burn::module::Module;
 use megagraph_parallel::CountingAllocator;
 use megagraph_planner::{
     ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, ProfilerOptions,
-    SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model,
-    measure_profile, plan, validate_plans,
+    SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model, measure_profile,
+    plan, validate_plans,
 };
 
 #[global_allocator]
@@ -75,11 +75,19 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     assert_eq!(table.key.backend, "flex");
     // every measurement reported, in order
     assert_eq!(calls.len(), 3 * 4 + 2 * 3);
-    assert!(calls.iter().enumerate().all(|(i, c)| c.3 == i + 1 && c.4 == calls.len()));
+    assert!(
+        calls
+            .iter()
+            .enumerate()
+            .all(|(i, c)| c.3 == i + 1 && c.4 == calls.len())
+    );
     assert_eq!(table.attention_batches(), vec![1, 2]);
     for part in ProfiledPart::ALL {
         for s in table.samples(part) {
-            assert!(s.forward_seconds > 0.0 && s.backward_seconds > 0.0, "{part:?} {s:?}");
+            assert!(
+                s.forward_seconds > 0.0 && s.backward_seconds > 0.0,
+                "{part:?} {s:?}"
+            );
             assert!(s.peak_bytes >= s.saved_bytes);
         }
     }
@@ -97,7 +105,10 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     }
     // a layer keeps at least its input, Q, K and V: 4 x rows x hidden f32
     for s in &table.layer_dense {
-        assert!(s.saved_bytes >= (4 * s.size * shape.hidden * 4) as u64, "{s:?}");
+        assert!(
+            s.saved_bytes >= (4 * s.size * shape.hidden * 4) as u64,
+            "{s:?}"
+        );
     }
     // two sequences' blocks keep about twice what one keeps (beyond a fixed bookkeeping part)
     let (one, two) = (table.attention_at(1), table.attention_at(2));
@@ -108,7 +119,8 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
 
     // plan with it, then run the two best plans
     let cluster = ClusterSpec::from_toml_file(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/clusters/cpu-local.toml"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../configs/clusters/cpu-local.toml"),
     )
     .unwrap();
     let workload = Workload {

@@ -25,7 +25,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// The cache file of `key` measured with `options` under `dir`:
 /// `dir/profile_<cache key>_c<concurrency>_<ladder digest>.json`.
-pub fn measured_cache_path(dir: impl AsRef<Path>, key: &ProfileKey, options: &ProfilerOptions) -> PathBuf {
+pub fn measured_cache_path(
+    dir: impl AsRef<Path>,
+    key: &ProfileKey,
+    options: &ProfilerOptions,
+) -> PathBuf {
     let ladder = format!(
         "{:?}/evict {}",
         crate::profiler::jobs(&options.ladder),
@@ -54,7 +58,12 @@ fn unusable(table: &ProfileTable, key: &ProfileKey, options: &ProfilerOptions) -
     let wanted = crate::profiler::jobs(&options.ladder);
     let have: Vec<(ProfiledPart, usize, usize)> = ProfiledPart::ALL
         .into_iter()
-        .flat_map(|part| table.samples(part).iter().map(move |s| (part, s.batch, s.size)))
+        .flat_map(|part| {
+            table
+                .samples(part)
+                .iter()
+                .map(move |s| (part, s.batch, s.size))
+        })
         .collect();
     if have != wanted {
         return Some("its sizes are not the requested ladder's".into());
@@ -147,10 +156,12 @@ mod tests {
             measured.set(measured.get() + 1);
             Ok(fake_measurement(&key, &options))
         };
-        let (first, path, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        let (first, path, status) =
+            cached_profile(dir.path(), &key, &options, false, measure).unwrap();
         assert_eq!(status, CacheStatus::Measured);
         assert!(path.exists());
-        let (second, _, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        let (second, _, status) =
+            cached_profile(dir.path(), &key, &options, false, measure).unwrap();
         assert_eq!((status, &second), (CacheStatus::Hit, &first));
         assert_eq!(measured.get(), 1);
         // refresh measures even with a good cache
@@ -159,8 +170,12 @@ mod tests {
         // a truncated file (e.g. a crash elsewhere) is measured again and replaced
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, &text[..text.len() / 2]).unwrap();
-        let (third, _, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
-        assert!(matches!(status, CacheStatus::Remeasured(ref reason) if reason.contains("line")), "{status:?}");
+        let (third, _, status) =
+            cached_profile(dir.path(), &key, &options, false, measure).unwrap();
+        assert!(
+            matches!(status, CacheStatus::Remeasured(ref reason) if reason.contains("line")),
+            "{status:?}"
+        );
         assert_eq!((measured.get(), &third), (3, &first));
         assert!(ProfileTable::load(&path).is_ok());
         // a file holding another key is not used either
@@ -168,16 +183,28 @@ mod tests {
         other.key.device = "elsewhere".into();
         other.save(&path).unwrap();
         let (_, _, status) = cached_profile(dir.path(), &key, &options, false, measure).unwrap();
-        assert!(matches!(status, CacheStatus::Remeasured(ref reason) if reason.contains("key")), "{status:?}");
+        assert!(
+            matches!(status, CacheStatus::Remeasured(ref reason) if reason.contains("key")),
+            "{status:?}"
+        );
         // another ladder or concurrency is another cache entry
         let longer = self::options(vec![64, 128, 256, 512]);
         assert_ne!(measured_cache_path(dir.path(), &key, &longer), path);
-        let doubled = ProfilerOptions { concurrency: 2, ..options.clone() };
+        let doubled = ProfilerOptions {
+            concurrency: 2,
+            ..options.clone()
+        };
         assert_ne!(measured_cache_path(dir.path(), &key, &doubled), path);
         // no temporary files are left behind
         let leftovers = std::fs::read_dir(dir.path())
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".tmp"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".tmp")
+            })
             .count();
         assert_eq!(leftovers, 0);
     }
@@ -190,7 +217,10 @@ mod tests {
         let result = cached_profile(dir.path(), &key, &options, false, || {
             Err(MeasureError::ZeroOption { field: "repeats" })
         });
-        assert!(matches!(result, Err(MeasureError::ZeroOption { field: "repeats" })));
+        assert!(matches!(
+            result,
+            Err(MeasureError::ZeroOption { field: "repeats" })
+        ));
         assert!(!measured_cache_path(dir.path(), &key, &options).exists());
     }
 }

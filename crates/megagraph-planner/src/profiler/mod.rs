@@ -25,13 +25,13 @@ mod parts;
 pub use cache::{CacheStatus, cached_profile, measured_cache_path};
 pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 
-use crate::profile::{
-    ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
-};
 use crate::fitted::FittedProfile;
 use crate::latency::FitOptions;
 use crate::memory::MemoryModel;
 use crate::mesh::Mesh;
+use crate::profile::{
+    ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
+};
 use crate::search::Plan;
 use crate::validate::{ValidationOptions, validate_plans};
 use crate::workload::{ModelShape, Workload, WorkloadError};
@@ -284,8 +284,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
             .map(|copy| {
                 let (jobs, barrier, done_tx) = (&jobs, &barrier, done_tx.clone());
                 scope.spawn(move || {
-                    let mut bench =
-                        PartBench::<B>::new(
+                    let mut bench = PartBench::<B>::new(
                         shape,
                         device,
                         options.seed + copy as u64,
@@ -440,8 +439,15 @@ fn runtime_overhead<B: ContextParallelBackend>(
         seed: options.seed,
         timeout_seconds: 600,
     };
-    let report = validate_plans::<B>(&one_layer, &workload, &[plan], device, &validation, &mut |_| {})
-        .map_err(|error| MeasureError::Overhead(error.to_string()))?;
+    let report = validate_plans::<B>(
+        &one_layer,
+        &workload,
+        &[plan],
+        device,
+        &validation,
+        &mut |_| {},
+    )
+    .map_err(|error| MeasureError::Overhead(error.to_string()))?;
     let measured = report
         .plans
         .first()

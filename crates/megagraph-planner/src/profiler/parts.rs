@@ -39,6 +39,9 @@ pub(crate) struct PartBench<B: AutodiffBackend> {
 /// until the backward pass ends (what the real op around the part would keep).
 type Loss<B> = (Tensor<B, 1>, Vec<Tensor<B, 4>>);
 
+/// A part's forward pass on the model's modules, inputs captured.
+type Forward<B> = Box<dyn FnOnce(&GraphTransformer<B>) -> Result<Loss<B>, AttentionError>>;
+
 impl<B: ContextParallelBackend> PartBench<B> {
     /// Modules of `shape` (one layer) on `device`, inputs drawn from `seed`.
     pub fn new(shape: &ModelShape, device: &B::Device, seed: u64, evict_bytes: usize) -> Self {
@@ -80,68 +83,66 @@ impl<B: ContextParallelBackend> PartBench<B> {
         n: usize,
         meter: &dyn MemoryMeter,
     ) -> Result<Run, AttentionError> {
-        let forward: Box<dyn FnOnce(&GraphTransformer<B>) -> Result<Loss<B>, AttentionError>> =
-            match part {
-                ProfiledPart::Embedding => {
-                    let features = self.random([1, n, self.shape.feature_dim], false);
-                    let in_degree = self.random_ints(n, self.shape.degree_buckets);
-                    let out_degree = self.random_ints(n, self.shape.degree_buckets);
-                    Box::new(move |model| {
-                        let x = model.input.forward(NodeInput::Features(features))
-                            + model.centrality.forward(in_degree, out_degree);
-                        Ok((x.sum(), Vec::new()))
-                    })
-                }
-                ProfiledPart::LayerDense => {
-                    let x = self.random([1, n, self.shape.hidden], true);
-                    Box::new(move |model| {
-                        // a fresh copy: the layer's input is part of what it keeps
-                        let (out, kept) = dense_layer(model, x * 1.0);
-                        Ok((out.sum(), kept))
-                    })
-                }
-                ProfiledPart::Attention => {
-                    let (heads, head_dim) = (self.shape.heads, self.shape.head_dim());
-                    let mut qkv = || {
-                        self.random([batch * heads, n, head_dim], true)
-                            .reshape([batch, heads, n, head_dim])
+        let forward: Forward<B> = match part {
+            ProfiledPart::Embedding => {
+                let features = self.random([1, n, self.shape.feature_dim], false);
+                let in_degree = self.random_ints(n, self.shape.degree_buckets);
+                let out_degree = self.random_ints(n, self.shape.degree_buckets);
+                Box::new(move |model| {
+                    let x = model.input.forward(NodeInput::Features(features))
+                        + model.centrality.forward(in_degree, out_degree);
+                    Ok((x.sum(), Vec::new()))
+                })
+            }
+            ProfiledPart::LayerDense => {
+                let x = self.random([1, n, self.shape.hidden], true);
+                Box::new(move |model| {
+                    // a fresh copy: the layer's input is part of what it keeps
+                    let (out, kept) = dense_layer(model, x * 1.0);
+                    Ok((out.sum(), kept))
+                })
+            }
+            ProfiledPart::Attention => {
+                let (heads, head_dim) = (self.shape.heads, self.shape.head_dim());
+                let mut qkv = || {
+                    self.random([batch * heads, n, head_dim], true)
+                        .reshape([batch, heads, n, head_dim])
+                };
+                let (q, k, v) = (qkv(), qkv(), qkv());
+                let buckets =
+                    random_buckets(&mut self.rng, batch * n * n, self.shape.distance_buckets);
+                let index = DistanceBias::<B>::index_from_u8(buckets, [batch, n, n], &self.device)?;
+                let mask = Tensor::<B, 2>::zeros([batch, n], &self.device).equal_elem(1.0);
+                let block_size = self.shape.key_tile;
+                Box::new(move |model| {
+                    let bias = AttentionBias {
+                        distance: Some(DistanceBias {
+                            index,
+                            table: model.spatial.table.val(),
+                            column_offset: 0,
+                        }),
+                        dense: None,
+                        key_padding_mask: Some(mask),
                     };
-                    let (q, k, v) = (qkv(), qkv(), qkv());
-                    let buckets =
-                        random_buckets(&mut self.rng, batch * n * n, self.shape.distance_buckets);
-                    let index =
-                        DistanceBias::<B>::index_from_u8(buckets, [batch, n, n], &self.device)?;
-                    let mask = Tensor::<B, 2>::zeros([batch, n], &self.device).equal_elem(1.0);
-                    let block_size = self.shape.key_tile;
-                    Box::new(move |model| {
-                        let bias = AttentionBias {
-                            distance: Some(DistanceBias {
-                                index,
-                                table: model.spatial.table.val(),
-                                column_offset: 0,
-                            }),
-                            dense: None,
-                            key_padding_mask: Some(mask),
-                        };
-                        let options = AttentionOptions {
-                            scale: None,
-                            block_size,
-                        };
-                        let out = graph_attention(q, k, v, bias, &options)?.output;
-                        Ok((out.sum(), Vec::new()))
-                    })
-                }
-                ProfiledPart::Head => {
-                    let x = self.random([1, n, self.shape.hidden], true);
-                    let labels = self.random_ints(n, self.shape.num_classes);
-                    let weight = Tensor::<B, 2>::ones([1, n], &self.device);
-                    Box::new(move |model| {
-                        // a fresh copy: the head's input (the last layer's output) is kept
-                        let logits = model.classifier.forward(model.norm.forward(x * 1.0));
-                        Ok((masked_cross_entropy(logits, labels, weight, n), Vec::new()))
-                    })
-                }
-            };
+                    let options = AttentionOptions {
+                        scale: None,
+                        block_size,
+                    };
+                    let out = graph_attention(q, k, v, bias, &options)?.output;
+                    Ok((out.sum(), Vec::new()))
+                })
+            }
+            ProfiledPart::Head => {
+                let x = self.random([1, n, self.shape.hidden], true);
+                let labels = self.random_ints(n, self.shape.num_classes);
+                let weight = Tensor::<B, 2>::ones([1, n], &self.device);
+                Box::new(move |model| {
+                    // a fresh copy: the head's input (the last layer's output) is kept
+                    let logits = model.classifier.forward(model.norm.forward(x * 1.0));
+                    Ok((masked_cross_entropy(logits, labels, weight, n), Vec::new()))
+                })
+            }
+        };
         B::sync(&self.device).ok();
         let base = meter.reset_peak();
         let started = Instant::now();

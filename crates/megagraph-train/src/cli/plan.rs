@@ -36,7 +36,7 @@ pub struct ModelSpecArgs {
 /// Where `megagraph plan` takes part times and activation sizes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProfileSource {
-    /// Estimated from the cluster file's [compute] hints (any cluster).
+    /// Estimated from the cluster file's `[compute]` hints (any cluster).
     Analytic,
     /// Measured on this machine (Flex CPU backend) and cached: for the local CPU cluster.
     Measured,

@@ -145,7 +145,7 @@ pub fn measured_profile(
                 bar.set_message(format!("{} {}x{}", p.part.name(), p.batch, p.size));
             }
             None => {
-                if p.done % 8 == 0 || p.done == p.total {
+                if p.done.is_multiple_of(8) || p.done == p.total {
                     eprintln!("profiled {}/{} ({} {})", p.done, p.total, p.part.name(), p.size);
                 }
             }
