@@ -6,9 +6,11 @@ mod checkpoint;
 pub mod cli;
 mod config;
 mod data;
+mod engine;
 mod error;
 mod features;
 mod metrics;
+pub mod parallel;
 pub mod plot;
 mod prepare;
 mod schedule;
@@ -16,7 +18,7 @@ mod trainer;
 
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DataConfig, DistanceKind, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
+    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
     TrainingConfig,
 };
 pub use data::{NodeBatch, SequenceDataset, SequenceOptions, SplitRole};
