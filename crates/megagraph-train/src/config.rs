@@ -297,6 +297,18 @@ impl Default for MeshConfig {
 }
 
 impl MeshConfig {
+    /// A mesh of `pp` stages (layers split as evenly as possible), `cp` context blocks, `dp`
+    /// replicas and `micro_batches` micro-batches.
+    pub fn new(pp: usize, cp: usize, dp: usize, micro_batches: usize) -> Self {
+        Self {
+            pp,
+            cp,
+            dp,
+            micro_batches,
+            ..Self::default()
+        }
+    }
+
     /// Whether the run uses a mesh of workers (any degree above 1, a stage split, or a plan).
     pub fn is_parallel(&self) -> bool {
         self.pp * self.cp * self.dp * self.micro_batches > 1 || self.stage_layers.is_some() || self.plan.is_some()

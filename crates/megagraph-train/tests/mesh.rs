@@ -34,16 +34,6 @@ fn config() -> TrainConfig {
     config
 }
 
-fn mesh(pp: usize, cp: usize, dp: usize, micro_batches: usize) -> MeshConfig {
-    MeshConfig {
-        pp,
-        cp,
-        dp,
-        micro_batches,
-        ..MeshConfig::default()
-    }
-}
-
 /// Burn's random state is per backend and process: runs take turns.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -82,7 +72,7 @@ fn every_layout_reproduces_the_single_device_losses() {
     assert!(single.history[2].loss < single.history[0].loss, "no learning: {:?}", single.history);
     for (pp, cp, dp, micro_batches) in [(2, 1, 1, 2), (1, 2, 1, 1), (1, 1, 2, 1), (2, 2, 1, 2), (1, 2, 2, 2)] {
         let mut parallel = base.clone();
-        parallel.mesh = mesh(pp, cp, dp, micro_batches);
+        parallel.mesh = MeshConfig::new(pp, cp, dp, micro_batches);
         let label = format!("pp={pp} cp={cp} dp={dp} micro_batches={micro_batches}");
         let report = fit(&parallel, &data, &mut Quiet).unwrap_or_else(|e| panic!("{label}: {e}"));
         assert_same_losses(&label, &report, &single);
@@ -90,7 +80,7 @@ fn every_layout_reproduces_the_single_device_losses() {
     let mut uneven = base.clone();
     uneven.mesh = MeshConfig {
         stage_layers: Some(vec![1, 1]),
-        ..mesh(2, 1, 1, 4)
+        ..MeshConfig::new(2, 1, 1, 4)
     };
     let report = fit(&uneven, &data, &mut Quiet).unwrap_or_else(|e| panic!("stage layers: {e}"));
     assert_same_losses("stage_layers [1, 1], 4 micro-batches", &report, &single);
@@ -114,7 +104,7 @@ fn a_mesh_checkpoint_resumes_on_another_layout() {
 
     let mut first = base.clone();
     first.training.checkpoint_dir = Some(dir.path().to_path_buf());
-    first.mesh = mesh(2, 1, 1, 2);
+    first.mesh = MeshConfig::new(2, 1, 1, 2);
     let interrupted = fit(&first, &data, &mut StopAfter(2));
     assert!(
         matches!(interrupted, Err(TrainError::Interrupted { epoch: 2 })),
@@ -124,7 +114,7 @@ fn a_mesh_checkpoint_resumes_on_another_layout() {
 
     let mut second = first.clone();
     second.training.resume = true;
-    second.mesh = mesh(1, 2, 2, 1);
+    second.mesh = MeshConfig::new(1, 2, 2, 1);
     let resumed = fit(&second, &data, &mut Quiet).unwrap_or_else(|e| panic!("resume: {e}"));
     assert_eq!(resumed.epochs_run, 3);
     assert_same_losses("pp=2 then cp=2 dp=2", &resumed, &uninterrupted);
@@ -135,14 +125,14 @@ fn layouts_that_cannot_run_are_refused_up_front() {
     let base = config();
     let data = data(&base);
     let cases: [(&str, MeshConfig); 4] = [
-        ("mesh.dp", mesh(1, 1, 3, 1)),
-        ("mesh.pp", mesh(3, 1, 1, 1)),
-        ("mesh.micro_batches", mesh(1, 1, 2, 3)),
+        ("mesh.dp", MeshConfig::new(1, 1, 3, 1)),
+        ("mesh.pp", MeshConfig::new(3, 1, 1, 1)),
+        ("mesh.micro_batches", MeshConfig::new(1, 1, 2, 3)),
         (
             "mesh.stage_layers",
             MeshConfig {
                 stage_layers: Some(vec![2, 1]),
-                ..mesh(2, 1, 1, 1)
+                ..MeshConfig::new(2, 1, 1, 1)
             },
         ),
     ];

@@ -208,15 +208,6 @@ mod tests {
         num_sequences: 10,
     };
 
-    fn mesh(pp: usize, cp: usize, dp: usize, micro_batches: usize) -> MeshConfig {
-        MeshConfig {
-            pp,
-            cp,
-            dp,
-            micro_batches,
-            ..MeshConfig::default()
-        }
-    }
 
     fn field_of(result: Result<ParallelConfig>) -> &'static str {
         match result {
@@ -227,22 +218,22 @@ mod tests {
 
     #[test]
     fn explicit_fields_become_a_uniform_split() {
-        let config = resolve_layout(&mesh(2, 2, 1, 2), &model(3), STEPS).unwrap_or_else(|e| panic!("{e}"));
+        let config = resolve_layout(&MeshConfig::new(2, 2, 1, 2), &model(3), STEPS).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.stage_layers, vec![1, 2]);
         assert_eq!((config.pp, config.cp, config.dp, config.micro_batches), (2, 2, 1, 2));
     }
 
     #[test]
     fn impossible_layouts_name_the_field() {
-        assert_eq!(field_of(resolve_layout(&mesh(4, 1, 1, 1), &model(3), STEPS)), "mesh.pp");
-        assert_eq!(field_of(resolve_layout(&mesh(1, 1, 3, 1), &model(3), STEPS)), "mesh.dp");
+        assert_eq!(field_of(resolve_layout(&MeshConfig::new(4, 1, 1, 1), &model(3), STEPS)), "mesh.pp");
+        assert_eq!(field_of(resolve_layout(&MeshConfig::new(1, 1, 3, 1), &model(3), STEPS)), "mesh.dp");
         let uneven = MeshConfig {
             stage_layers: Some(vec![2, 2]),
-            ..mesh(2, 1, 1, 1)
+            ..MeshConfig::new(2, 1, 1, 1)
         };
         assert_eq!(field_of(resolve_layout(&uneven, &model(3), STEPS)), "mesh.stage_layers");
         // 10 sequences in steps of 4: the last step has 2 < dp x micro_batches = 4
-        let err = resolve_layout(&mesh(1, 1, 2, 2), &model(3), STEPS);
+        let err = resolve_layout(&MeshConfig::new(1, 1, 2, 2), &model(3), STEPS);
         assert_eq!(field_of(err), "mesh.dp");
     }
 
