@@ -51,7 +51,7 @@ pub use data::{BatchSource, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};
-pub use nodes::{NodeConfig, NodeError, run_orchestrator};
+pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
 pub use stage::{StageModule, trainable};
 pub use trainer::{InjectedFault, ParallelTrainer, StepOutput, TrainerOptions};

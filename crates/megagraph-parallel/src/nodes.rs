@@ -24,6 +24,21 @@
 //! timeout of its own; every wait on it is guarded here). After a multi-node failure the
 //! process's collective cannot be used again: end the process.
 //!
+//! Launching two nodes (the README's "Several machines" has the commands):
+//!
+//! ```no_run
+//! use megagraph_parallel::{NodeConfig, TrainerOptions};
+//!
+//! // first, once per run, on a machine both nodes reach: `megagraph orchestrator --port 4000`
+//! // (or `megagraph_parallel::run_orchestrator(4000)` in a process of its own)
+//! // node 0, on 10.0.0.1; node 1 runs the same with (2, 1, "10.0.0.1:4000", "10.0.0.2:4001")
+//! let nodes = NodeConfig::new(2, 0, "10.0.0.1:4000", "10.0.0.1:4001")?;
+//! let options = TrainerOptions::new(256, 8).with_nodes(nodes);
+//! // ParallelTrainer::new(config, model, source, options, devices)?, then the same steps on
+//! // every node
+//! # Ok::<(), megagraph_parallel::NodeError>(())
+//! ```
+//!
 //! [`ParallelConfig`]: crate::ParallelConfig
 //! [`shard_sequences`]: crate::shard_sequences
 
@@ -251,33 +266,63 @@ fn check_port(service: &'static str, port: u16) -> Result<(), NodeError> {
         })
 }
 
-/// Runs burn-collective's orchestrator on `port` (all interfaces) on a new tokio runtime
-/// until the process gets Ctrl-C or SIGTERM (burn-collective installs handlers for both: in
-/// this process they stop the orchestrator, which then returns `Ok`). Blocks the calling
-/// thread; run it in its own process (`megagraph orchestrator --port P`) or thread.
-///
-/// Nodes connect to it as `host:port` (retrying every second until it is up). Use a fresh
-/// orchestrator for each run.
+/// burn-collective's orchestrator, ready to run on a port: [`Orchestrator::new`] checks the
+/// port and builds the runtime, [`Orchestrator::run`] serves until Ctrl-C or SIGTERM.
+/// [`run_orchestrator`] does both.
+#[derive(Debug)]
+pub struct Orchestrator {
+    port: u16,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Orchestrator {
+    /// An orchestrator for `port` (all interfaces).
+    ///
+    /// # Errors
+    ///
+    /// [`NodeError::ZeroPort`], [`NodeError::PortUnavailable`] when the port is taken, or
+    /// [`NodeError::Runtime`].
+    pub fn new(port: u16) -> Result<Self, NodeError> {
+        if port == 0 {
+            return Err(NodeError::ZeroPort { field: "port" });
+        }
+        check_port("orchestrator", port)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("megagraph-orchestrator")
+            .build()
+            .map_err(|err| NodeError::Runtime {
+                message: err.to_string(),
+            })?;
+        Ok(Self { port, runtime })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves the nodes until the process gets Ctrl-C or SIGTERM (burn-collective installs
+    /// handlers for both: in this process they stop the orchestrator, which then returns).
+    /// Blocks the calling thread; run it in its own process (`megagraph orchestrator --port
+    /// P`) or thread. Use a fresh orchestrator for each run.
+    pub fn run(self) {
+        log::info!("orchestrator listening on 0.0.0.0:{}", self.port);
+        self.runtime
+            .block_on(burn_collective::start_global_orchestrator(self.port));
+        log::info!("orchestrator on port {} stopped", self.port);
+    }
+}
+
+/// Runs burn-collective's orchestrator on `port` (all interfaces) until the process gets
+/// Ctrl-C or SIGTERM: [`Orchestrator::new`] then [`Orchestrator::run`]. Nodes connect to it as
+/// `host:port` (retrying every second until it is up).
 ///
 /// # Errors
 ///
-/// [`NodeError::ZeroPort`], [`NodeError::PortUnavailable`] when the port is taken, or
-/// [`NodeError::Runtime`].
+/// As [`Orchestrator::new`].
 pub fn run_orchestrator(port: u16) -> Result<(), NodeError> {
-    if port == 0 {
-        return Err(NodeError::ZeroPort { field: "port" });
-    }
-    check_port("orchestrator", port)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("megagraph-orchestrator")
-        .build()
-        .map_err(|err| NodeError::Runtime {
-            message: err.to_string(),
-        })?;
-    log::info!("orchestrator listening on 0.0.0.0:{port}");
-    runtime.block_on(burn_collective::start_global_orchestrator(port));
-    log::info!("orchestrator on port {port} stopped");
+    Orchestrator::new(port)?.run();
     Ok(())
 }
 
