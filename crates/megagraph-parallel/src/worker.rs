@@ -20,8 +20,8 @@ use crate::memory;
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
 use crate::stage::{BlockContext, StageModule, trainable};
+use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
 use megagraph_models::masked_cross_entropy;
-use crate::{InjectedFault, OptimizerRecord, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -49,7 +49,7 @@ pub(crate) struct StepPlan {
     pub replicas: Vec<Vec<Vec<usize>>>,
     /// Learning rate.
     pub lr: f64,
-    /// Training nodes of the whole step: the loss normalizer.
+    /// Training nodes of the whole step (every process's sequences): the loss normalizer.
     pub train_nodes: usize,
 }
 
@@ -78,8 +78,9 @@ pub struct RankReport {
 pub(crate) enum ReplyBody<B: AutodiffBackend> {
     /// Set up and registered.
     Ready,
-    /// A step finished.
-    Step(RankReport),
+    /// A step finished; with the loss summed over every rank of every node when the step's
+    /// all-reduce carried it (multi-node runs read it from here).
+    Step(RankReport, Option<f64>),
     /// The stage's parameters.
     Snapshot(Box<StageModule<Inner<B>>>),
     /// The stage's optimizer state.
@@ -107,6 +108,8 @@ pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     /// Flat gradient length of every stage (for the mesh-wide all-reduce), `None` when the
     /// stage groups have a single rank and nothing is reduced.
     pub reduce: Option<Vec<usize>>,
+    /// This node's place in a multi-node run (the all-reduce then spans the nodes).
+    pub nodes: Option<NodeConfig>,
     pub fault: Option<InjectedFault>,
     pub commands: Receiver<Command<B>>,
     pub replies: Sender<Reply<B>>,
@@ -201,6 +204,8 @@ impl<B: ContextParallelBackend> Worker<B> {
                 setup.shape.world(),
                 lengths,
                 &inner_device,
+                setup.nodes.as_ref(),
+                &setup.control,
             )?),
             None => None,
         };
@@ -246,8 +251,8 @@ impl<B: ContextParallelBackend> Worker<B> {
         while let Ok(command) = self.commands.recv() {
             match command {
                 Command::Step(plan) => {
-                    let report = self.step(&plan, &mut optimizer)?;
-                    self.reply(Ok(ReplyBody::Step(report)));
+                    let (report, reduced_loss) = self.step(&plan, &mut optimizer)?;
+                    self.reply(Ok(ReplyBody::Step(report, reduced_loss)));
                 }
                 Command::Snapshot => {
                     let module = self.module()?.valid();
@@ -308,7 +313,7 @@ impl<B: ContextParallelBackend> Worker<B> {
         &mut self,
         plan: &StepPlan,
         optimizer: &mut O,
-    ) -> Result<RankReport, ParallelError> {
+    ) -> Result<(RankReport, Option<f64>), ParallelError> {
         let started = Instant::now();
         let ring_waited = self.links.ring.waited_seconds();
         self.waited.set(Duration::ZERO);
@@ -358,9 +363,13 @@ impl<B: ContextParallelBackend> Worker<B> {
             }
         }
         let mut segment = accumulated.ok_or_else(|| self.internal("step without micro-batches"))?;
+        let mut reduced_loss = None;
         if let Some(reducer) = &self.reducer {
             let reduce_started = Instant::now();
-            segment = reducer.all_reduce(self.coord.stage, segment)?;
+            let (summed, summed_loss) =
+                reducer.all_reduce(self.coord.stage, segment, loss, plan.step)?;
+            segment = summed;
+            reduced_loss = Some(summed_loss);
             self.waited
                 .set(self.waited.get() + reduce_started.elapsed());
         }
@@ -380,7 +389,7 @@ impl<B: ContextParallelBackend> Worker<B> {
         let seconds = started.elapsed().as_secs_f64();
         let waited =
             self.waited.get().as_secs_f64() + self.links.ring.waited_seconds() - ring_waited;
-        Ok(RankReport {
+        let report = RankReport {
             rank: self.rank,
             coord: self.coord,
             loss,
@@ -388,7 +397,8 @@ impl<B: ContextParallelBackend> Worker<B> {
             seconds,
             busy_seconds: (seconds - waited).max(0.0),
             peak_bytes: memory::thread_peak_bytes(),
-        })
+        };
+        Ok((report, reduced_loss))
     }
 
     /// Forward pass of one micro-batch; returns what its backward needs and its loss (last

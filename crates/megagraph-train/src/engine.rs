@@ -11,7 +11,7 @@ use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::{GraphTransformer, masked_cross_entropy};
 use megagraph_parallel::{
-    ContextParallelBackend, OptimizerRecord, ParallelConfig, ParallelTrainer, TrainerOptions, trainable,
+    ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig, ParallelTrainer, TrainerOptions, trainable,
 };
 
 use crate::data::{NodeBatch, SequenceDataset};
@@ -46,6 +46,8 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub structure_dropout: f64,
     /// The device (of every rank of a mesh).
     pub device: B::Device,
+    /// This process's place in a multi-node run (mesh engine only).
+    pub nodes: Option<NodeConfig>,
 }
 
 /// The optimizer the single-device engine runs.
@@ -137,7 +139,10 @@ impl<B: ContextParallelBackend> Mesh<B> {
     ) -> Result<Self> {
         let seq_len = setup.data.seq_len;
         let source = Arc::new(DatasetSource::new(setup.data, setup.structure_dropout));
-        let options = TrainerOptions::new(seq_len, sequences_per_step).with_optimizer(setup.optimizer);
+        let mut options = TrainerOptions::new(seq_len, sequences_per_step).with_optimizer(setup.optimizer);
+        if let Some(nodes) = setup.nodes {
+            options = options.with_nodes(nodes);
+        }
         let mut trainer = ParallelTrainer::new(layout, model, source.clone(), options, vec![setup.device])?;
         if let Some(record) = setup.record {
             trainer.load_optimizer_record(record)?;

@@ -71,6 +71,9 @@ pub enum TrainError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A multi-node setup is invalid or the orchestrator cannot start.
+    #[error(transparent)]
+    Nodes(#[from] megagraph_parallel::NodeError),
 }
 
 /// Shorthand for results of this crate.

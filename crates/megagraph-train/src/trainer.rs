@@ -5,7 +5,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig};
-use megagraph_parallel::{ContextParallelBackend, OptimizerRecord, ParallelConfig};
+use megagraph_parallel::{ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -59,6 +59,7 @@ pub struct TrainOutcome<B: Backend> {
 pub struct NodeClassificationTrainer<'a> {
     config: &'a TrainConfig,
     data: Arc<SequenceDataset>,
+    nodes: Option<NodeConfig>,
 }
 
 impl<'a> NodeClassificationTrainer<'a> {
@@ -67,7 +68,21 @@ impl<'a> NodeClassificationTrainer<'a> {
         Self {
             config,
             data: data.into(),
+            nodes: None,
         }
+    }
+
+    /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
+    /// (one device when the layout is `1 x 1 x 1`) and data parallelism spans the nodes. Every
+    /// node must train with the same configuration and data; only node 0 writes checkpoints.
+    pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
+        self.nodes = Some(nodes).filter(NodeConfig::is_multi_node);
+        self
+    }
+
+    /// Whether this process writes checkpoints and reports (node 0, or a single process).
+    pub fn is_lead(&self) -> bool {
+        self.nodes.as_ref().is_none_or(|nodes| nodes.node_rank == 0)
     }
 
     /// The dataset.
@@ -90,13 +105,14 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// [`TrainError::InvalidConfig`] naming the field when the layout cannot run, or a plan
     /// error.
     pub fn layout(&self) -> Result<Option<ParallelConfig>> {
-        if !self.config.mesh.is_parallel() {
+        if !self.config.mesh.is_parallel() && self.nodes.is_none() {
             return Ok(None);
         }
         let steps = StepShape {
             seq_len: self.data.seq_len,
             sequences_per_step: self.batch_size(),
             num_sequences: self.data.num_sequences(),
+            nodes: self.nodes.as_ref().map_or(1, |nodes| nodes.num_nodes),
         };
         resolve_layout(&self.config.mesh, &self.model_config(), steps).map(Some)
     }
@@ -139,6 +155,7 @@ impl<'a> NodeClassificationTrainer<'a> {
 
         let fingerprint = self.fingerprint();
         let checkpointer = training.checkpoint_dir.as_ref().map(Checkpointer::new);
+        let writes_checkpoints = self.is_lead();
         let mut state = TrainState {
             epoch: 0,
             step: 0,
@@ -183,6 +200,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             data: self.data.clone(),
             structure_dropout: config.data.structure_dropout,
             device: device.clone(),
+            nodes: self.nodes.clone(),
         };
         let mut engine: Box<dyn StepEngine<B>> = match layout {
             Some(layout) => {
@@ -267,7 +285,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             state.epoch = epoch;
             state.history.push(metrics.clone());
             observer.epoch_finished(&metrics, improved);
-            if let Some(checkpointer) = &checkpointer {
+            if let Some(checkpointer) = checkpointer.as_ref().filter(|_| writes_checkpoints) {
                 checkpointer.save::<B, _, _>(&current, &best, engine.optimizer_record()?, &state)?;
             }
             if observer.should_stop(epoch) {

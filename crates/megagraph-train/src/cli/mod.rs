@@ -1,10 +1,14 @@
 //! The `megagraph` command line.
 
+mod nodes;
+mod orchestrator;
 mod plan;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use nodes::NodeArgs;
+pub use orchestrator::OrchestratorArgs;
 pub use plan::PlanArgs;
 pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
@@ -55,6 +59,8 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+// parsed once per process: the size difference between `Train` and the others costs nothing
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Train a Graph Transformer for node classification and report its accuracy.
     ///
@@ -64,12 +70,16 @@ pub enum Command {
     /// Choose a parallel plan (pp x cp x dp, micro-batches, layer split) for a model on a cluster
     /// and explain the choice.
     Plan(PlanArgs),
+    /// Run the orchestrator of a multi-node run: the nodes register with it to find each other
+    /// (see the README, "Several machines"). Runs until Ctrl-C.
+    Orchestrator(OrchestratorArgs),
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train(args) => train::train(&args.to_config()?),
+        Command::Train(args) => train::train(&args.to_config()?, args.nodes.to_node_config()?),
         Command::Plan(args) => plan::plan(&args),
+        Command::Orchestrator(args) => orchestrator::orchestrator(&args),
     }
 }

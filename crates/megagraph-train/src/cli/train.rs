@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use clap::Args;
+use megagraph_parallel::NodeConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::ModelShapeArgs;
@@ -109,6 +110,9 @@ pub struct TrainArgs {
     /// Cluster description for `--plan auto` (default: the built-in cpu-local one).
     #[arg(long, value_name = "FILE.toml", requires = "plan", help_heading = "Parallel layout")]
     pub cluster: Option<PathBuf>,
+    /// Multi-node data parallelism (this process is one node).
+    #[command(flatten, next_help_heading = "Several machines")]
+    pub nodes: super::NodeArgs,
     /// Directory of the parsed-dataset cache (default: $MEGAGRAPH_CACHE or ~/.cache/megagraph).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -214,7 +218,10 @@ impl TrainArgs {
 
 /// `megagraph train`: prepares the data, trains on the CPU (one device, or a mesh of worker
 /// threads) and prints the result.
-pub fn train(config: &TrainConfig) -> Result<()> {
+///
+/// With `nodes`, this process is one node of a multi-node run; only node 0 writes the metrics
+/// and checkpoints.
+pub fn train(config: &TrainConfig, nodes: Option<NodeConfig>) -> Result<()> {
     let data = crate::prepare::prepare(config)?;
     let d = &data.dataset;
     println!(
@@ -226,7 +233,11 @@ pub fn train(config: &TrainConfig) -> Result<()> {
         data.num_sequences(),
         data.seq_len
     );
-    let trainer = NodeClassificationTrainer::new(config, data);
+    let mut trainer = NodeClassificationTrainer::new(config, data);
+    if let Some(nodes) = nodes {
+        println!("node {} of {}", nodes.node_rank, nodes.num_nodes);
+        trainer = trainer.with_nodes(nodes);
+    }
     if let Some(layout) = trainer.layout()? {
         println!(
             "mesh: pp={} cp={} dp={} ({} workers), {} micro-batches, stage layers {:?}",
@@ -245,7 +256,7 @@ pub fn train(config: &TrainConfig) -> Result<()> {
         "{}: best epoch {} of {}, valid accuracy {:.4}, test accuracy {:.4} ({:.2} s/epoch, {} parameters)",
         r.stopped, r.best_epoch, r.epochs_run, r.best_valid_accuracy, r.test_accuracy, r.seconds_per_epoch, r.params
     );
-    if let Some(path) = &config.training.metrics_out {
+    if let Some(path) = config.training.metrics_out.as_ref().filter(|_| trainer.is_lead()) {
         r.write_json(path)?;
         println!("metrics written to {}", path.display());
     }

@@ -23,6 +23,8 @@ pub struct StepShape {
     pub sequences_per_step: usize,
     /// Sequences in the dataset: the last step of an epoch takes the remainder.
     pub num_sequences: usize,
+    /// Processes of a multi-node run (1 = this one alone): data parallelism spans them.
+    pub nodes: usize,
 }
 
 impl StepShape {
@@ -62,20 +64,29 @@ pub fn resolve_layout(mesh: &MeshConfig, model: &GraphTransformerConfig, steps: 
         Some(path) => read_plan_file(Path::new(path))?,
         None => from_fields(mesh, layers)?,
     };
-    config
+    // data parallelism spans the nodes: check the global layout
+    let global = ParallelConfig {
+        dp: config.dp * steps.nodes.max(1),
+        ..config.clone()
+    };
+    global
         .validate(layers, padded_len(steps.seq_len, config.cp), steps.sequences_per_step)
         .map_err(|error| layout_error(&error, mesh.plan.is_some()))?;
     let smallest = steps.smallest_step();
-    if smallest < config.dp * config.micro_batches {
+    let chunks = global.dp * global.micro_batches;
+    if smallest < chunks {
+        let nodes = if steps.nodes > 1 {
+            format!(" x {} nodes", steps.nodes)
+        } else {
+            String::new()
+        };
         return Err(TrainError::InvalidConfig {
             field: "mesh.dp",
             reason: format!(
-                "dp x micro_batches = {} is more than the {smallest} sequences of the last step of an epoch \
-                 ({} sequences in steps of {}); choose a batch size whose remainder is at least {} or smaller degrees",
-                config.dp * config.micro_batches,
-                steps.num_sequences,
-                steps.sequences_per_step,
-                config.dp * config.micro_batches
+                "dp x micro_batches{nodes} = {chunks} is more than the {smallest} sequences of the last step of an \
+                 epoch ({} sequences in steps of {}); choose a batch size whose remainder is at least {chunks} or \
+                 smaller degrees",
+                steps.num_sequences, steps.sequences_per_step
             ),
         });
     }
@@ -206,6 +217,7 @@ mod tests {
         seq_len: 16,
         sequences_per_step: 4,
         num_sequences: 10,
+        nodes: 1,
     };
 
 
@@ -235,6 +247,12 @@ mod tests {
         // 10 sequences in steps of 4: the last step has 2 < dp x micro_batches = 4
         let err = resolve_layout(&MeshConfig::new(1, 1, 2, 2), &model(3), STEPS);
         assert_eq!(field_of(err), "mesh.dp");
+        // data parallelism over 3 nodes does not divide 4 sequences per step
+        let three_nodes = StepShape { nodes: 3, ..STEPS };
+        assert_eq!(field_of(resolve_layout(&MeshConfig::default(), &model(3), three_nodes)), "mesh.dp");
+        let two_nodes = StepShape { nodes: 2, ..STEPS };
+        let config = resolve_layout(&MeshConfig::default(), &model(3), two_nodes).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.dp, 1, "dp stays per node");
     }
 
     #[test]
