@@ -67,7 +67,7 @@ fn main() -> Result<(), megagraph::train::TrainError> {
     );
 
     // Train on the CPU; the best-validation model comes back with the report.
-    let outcome = NodeClassificationTrainer::new(&config, &data)
+    let outcome = NodeClassificationTrainer::new(&config, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut PrintEpochs)?;
     let report = &outcome.report;
     println!(

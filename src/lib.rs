@@ -23,7 +23,7 @@
 //! let mut config = TrainConfig::default(); // the built-in synthetic graph
 //! config.data.dataset = Some("../shared/datasets/cora".into());
 //! let data = prepare(&config)?; // load, sequences, distance indexes
-//! let outcome = NodeClassificationTrainer::new(&config, &data)
+//! let outcome = NodeClassificationTrainer::new(&config, data)
 //!     .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)?;
 //! println!("test accuracy {:.3}", outcome.report.test_accuracy);
 //! let model = outcome.model; // a Burn module: GraphTransformer<Flex>

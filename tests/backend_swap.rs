@@ -11,6 +11,7 @@
 
 #![cfg(any(feature = "wgpu", feature = "cuda"))]
 
+
 use burn::backend::{Autodiff, Flex};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
@@ -107,12 +108,17 @@ where
     let config = model_config(&data);
     let flex_device = Default::default();
     Autodiff::<Flex>::seed(&flex_device, 11);
-    let reference: GraphTransformer<Autodiff<Flex>> = config.init(&flex_device);
-    // The same parameters on the other backend, through a full-precision record.
+    // Parameters are initialized lazily (at first use, and again in each clone): serialize them
+    // once and load the same bytes on both backends.
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
-    let bytes = Recorder::<Autodiff<Flex>>::record(&recorder, reference.clone().into_record(), ()).expect("record");
-    let record = Recorder::<A>::load(&recorder, bytes, device).expect("load the record");
-    let other: GraphTransformer<A> = config.init(device).load_record(record);
+    let initial: GraphTransformer<Autodiff<Flex>> = config.init(&flex_device);
+    let bytes = Recorder::<Autodiff<Flex>>::record(&recorder, initial.into_record(), ()).expect("record");
+    let reference: GraphTransformer<Autodiff<Flex>> = config
+        .init(&flex_device)
+        .load_record(Recorder::<Autodiff<Flex>>::load(&recorder, bytes.clone(), &flex_device).expect("load"));
+    let other: GraphTransformer<A> = config
+        .init(device)
+        .load_record(Recorder::<A>::load(&recorder, bytes, device).expect("load the record"));
 
     let (expected_loss, expected) = loss_and_gradients(reference, &data, &flex_device);
     let (loss, found) = loss_and_gradients(other, &data, device);

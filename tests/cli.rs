@@ -85,6 +85,48 @@ fn an_out_of_range_flag_is_refused_before_training() {
 }
 
 #[test]
+fn train_runs_a_mesh_and_a_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    // 8 sequences of 64 nodes, steps of 4
+    std::fs::write(&config, "[synthetic]\nnodes = 512\nclasses = 3\nfeature_dim = 8\n").unwrap();
+    let base = ["train", "--config", config.to_str().unwrap(), "--epochs", "2", "--layers", "2", "--heads", "2",
+        "--hidden", "8", "--ffn-hidden", "8", "--seq-len", "64", "--dropout", "0", "--input-dropout", "0",
+        "--key-dropout", "0"];
+    let run = |extra: &[&str]| {
+        let metrics = dir.path().join(format!("m{}.json", extra.len()));
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--metrics-out", metrics.to_str().unwrap()]);
+        let output = megagraph(&args);
+        assert!(output.status.success(), "{extra:?}: {}", stderr(&output));
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
+        let losses: Vec<f64> = json["history"].as_array().unwrap().iter().map(|m| m["loss"].as_f64().unwrap()).collect();
+        (String::from_utf8_lossy(&output.stdout).into_owned(), losses)
+    };
+    let (_, single) = run(&[]);
+    let (stdout, mesh) = run(&["--pp", "2", "--cp", "2", "--micro-batches", "2", "--stage-layers", "1,1"]);
+    assert!(stdout.contains("pp=2 cp=2 dp=1 (4 workers)"), "{stdout}");
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, r#"{"best": {"pp": 1, "cp": 1, "dp": 2, "micro_batches": 2, "stage_layers": [2]}}"#).unwrap();
+    let (stdout, planned) = run(&["--plan", plan.to_str().unwrap()]);
+    assert!(stdout.contains("pp=1 cp=1 dp=2 (2 workers)"), "{stdout}");
+    for losses in [&mesh, &planned] {
+        for (a, b) in losses.iter().zip(&single) {
+            assert!((a - b).abs() <= 1e-5 * b.abs(), "{losses:?} vs single device {single:?}");
+        }
+    }
+}
+
+#[test]
+fn an_impossible_layout_is_refused_with_the_reason() {
+    let output = megagraph(&["train", "--dp", "3", "--epochs", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(text.contains("mesh.dp") && text.contains("does not divide"), "{text}");
+}
+
+#[test]
 fn help_lists_the_subcommands_and_flags() {
     let output = megagraph(&["--help"]);
     assert!(output.status.success());
@@ -92,7 +134,8 @@ fn help_lists_the_subcommands_and_flags() {
     let output = megagraph(&["train", "--help"]);
     let text = String::from_utf8_lossy(&output.stdout);
     for flag in ["--dataset", "--config", "--seed", "--epochs", "--seq-len", "--layers", "--heads", "--hidden",
-        "--dropout", "--metrics-out", "--checkpoint-dir", "--resume"] {
+        "--dropout", "--metrics-out", "--checkpoint-dir", "--resume", "--pp", "--cp", "--dp", "--micro-batches",
+        "--stage-layers", "--plan"] {
         assert!(text.contains(flag), "train --help lacks {flag}");
     }
 }

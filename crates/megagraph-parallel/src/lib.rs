@@ -48,5 +48,5 @@ pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};
 pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
 pub use stage::{StageModule, trainable};
-pub use trainer::{InjectedFault, ParallelTrainer, StepOutput, TrainerOptions};
+pub use trainer::{InjectedFault, OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
 pub use worker::RankReport;

@@ -7,7 +7,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::AdamWConfig;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{AdamW, AdamWConfig, Optimizer};
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::GraphTransformer;
@@ -36,6 +37,13 @@ pub struct InjectedFault {
     /// The step at which it panics.
     pub step: u64,
 }
+
+/// The optimizer state of a model (or of one stage): AdamW's moments and step count per
+/// parameter id, the record of Burn's `OptimizerAdaptor<AdamW, _, B>`. Parameter ids are those
+/// of the model given to [`ParallelTrainer::new`], so the record of the whole mesh is the record
+/// a single-device AdamW over the same model would hold, and either can resume the other.
+pub type OptimizerRecord<B> =
+    <OptimizerAdaptor<AdamW, GraphTransformer<B>, B> as Optimizer<GraphTransformer<B>, B>>::Record;
 
 /// Options of a [`ParallelTrainer`] besides the mesh shape.
 #[derive(Clone, Debug)]
@@ -123,7 +131,7 @@ pub struct ParallelTrainer<B: ContextParallelBackend> {
     config: ParallelConfig,
     shape: MeshShape,
     source: Arc<dyn BatchSource<B>>,
-    commands: Vec<Sender<Command>>,
+    commands: Vec<Sender<Command<B>>>,
     replies: Receiver<Reply<B>>,
     handles: Vec<JoinHandle<()>>,
     control: Arc<Control>,
@@ -327,6 +335,47 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         self.replica_model(0, 0)
     }
 
+    /// The optimizer state of the whole model, gathered from replica `(cp_rank 0, dp_rank 0)` of
+    /// every stage (every replica holds the same state). Save it with the model to resume.
+    ///
+    /// # Errors
+    ///
+    /// A worker's failure, or [`ParallelError::Stopped`].
+    pub fn optimizer_record(&mut self) -> Result<OptimizerRecord<B>, ParallelError> {
+        let ranks = self.replica_ranks(0, 0)?;
+        for rank in &ranks {
+            self.send(*rank, Command::ExportOptimizer)?;
+        }
+        let replies = self.collect(&ranks, |body| matches!(body, ReplyBody::Optimizer(_)))?;
+        let mut record: OptimizerRecord<B> = Default::default();
+        for (_, body) in replies {
+            if let ReplyBody::Optimizer(stage) = body {
+                record.extend(stage);
+            }
+        }
+        Ok(record)
+    }
+
+    /// Replaces the optimizer state of every rank by `record` (each keeps the entries of its
+    /// stage's parameters): resumes from a saved [`optimizer_record`](Self::optimizer_record) or
+    /// from a single-device AdamW's record over the same parameters.
+    ///
+    /// # Errors
+    ///
+    /// A worker's failure, or [`ParallelError::Stopped`].
+    pub fn load_optimizer_record(&mut self, record: OptimizerRecord<B>) -> Result<(), ParallelError> {
+        if let Some(failure) = &self.failure {
+            return Err(ParallelError::Stopped(Box::new(failure.clone())));
+        }
+        let record = Arc::new(record);
+        let all: Vec<usize> = (0..self.shape.world()).collect();
+        for rank in &all {
+            self.send(*rank, Command::ImportOptimizer(record.clone()))?;
+        }
+        self.collect(&all, |body| matches!(body, ReplyBody::OptimizerLoaded))?;
+        Ok(())
+    }
+
     /// The current parameters as held by the ranks `(stage, cp_rank, dp_rank)` of every stage.
     /// Every replica holds the same parameters (up to the all-reduce's float rounding); tests
     /// use this to check it.
@@ -340,25 +389,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         cp_rank: usize,
         dp_rank: usize,
     ) -> Result<GraphTransformer<Inner<B>>, ParallelError> {
-        if let Some(failure) = &self.failure {
-            return Err(ParallelError::Stopped(Box::new(failure.clone())));
-        }
-        if cp_rank >= self.shape.cp || dp_rank >= self.shape.dp {
-            return Err(ParallelError::Model {
-                field: "replica",
-                value: cp_rank.max(dp_rank),
-                reason: "cp_rank and dp_rank must be below cp and dp",
-            });
-        }
-        let ranks: Vec<usize> = (0..self.shape.pp)
-            .map(|stage| {
-                self.shape.rank(RankCoord {
-                    stage,
-                    cp_rank,
-                    dp_rank,
-                })
-            })
-            .collect();
+        let ranks = self.replica_ranks(cp_rank, dp_rank)?;
         for rank in &ranks {
             self.send(*rank, Command::Snapshot)?;
         }
@@ -378,7 +409,30 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         })
     }
 
-    fn send(&mut self, rank: usize, command: Command) -> Result<(), ParallelError> {
+    /// The ranks of replica `(cp_rank, dp_rank)`, one per stage in stage order.
+    fn replica_ranks(&self, cp_rank: usize, dp_rank: usize) -> Result<Vec<usize>, ParallelError> {
+        if let Some(failure) = &self.failure {
+            return Err(ParallelError::Stopped(Box::new(failure.clone())));
+        }
+        if cp_rank >= self.shape.cp || dp_rank >= self.shape.dp {
+            return Err(ParallelError::Model {
+                field: "replica",
+                value: cp_rank.max(dp_rank),
+                reason: "cp_rank and dp_rank must be below cp and dp",
+            });
+        }
+        Ok((0..self.shape.pp)
+            .map(|stage| {
+                self.shape.rank(RankCoord {
+                    stage,
+                    cp_rank,
+                    dp_rank,
+                })
+            })
+            .collect())
+    }
+
+    fn send(&mut self, rank: usize, command: Command<B>) -> Result<(), ParallelError> {
         if self.commands[rank].send(command).is_err() {
             let error = ParallelError::PeerGone {
                 rank,

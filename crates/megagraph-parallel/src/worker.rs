@@ -2,13 +2,13 @@
 //! replica's micro-batches with ring attention inside every layer, and the gradient all-reduce.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use burn::module::{AutodiffModule, Module};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamWConfig, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor};
@@ -21,16 +21,21 @@ use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoo
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
 use crate::stage::{BlockContext, StageModule, trainable};
 use megagraph_models::masked_cross_entropy;
-use crate::{InjectedFault, ParallelError};
+use crate::{InjectedFault, OptimizerRecord, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 /// What the coordinator asks a worker to do.
-pub(crate) enum Command {
+pub(crate) enum Command<B: AutodiffBackend> {
     /// Run one optimizer step.
     Step(Arc<StepPlan>),
     /// Send back a copy of the stage's parameters.
     Snapshot,
+    /// Send back a copy of the stage's optimizer state.
+    ExportOptimizer,
+    /// Replace the stage's optimizer state by the entries of this record that belong to the
+    /// stage's parameters (a whole model's record may be given to every rank).
+    ImportOptimizer(Arc<OptimizerRecord<B>>),
     /// Leave the collective and end the thread.
     Shutdown,
 }
@@ -77,6 +82,10 @@ pub(crate) enum ReplyBody<B: AutodiffBackend> {
     Step(RankReport),
     /// The stage's parameters.
     Snapshot(Box<StageModule<Inner<B>>>),
+    /// The stage's optimizer state.
+    Optimizer(OptimizerRecord<B>),
+    /// The optimizer state was replaced.
+    OptimizerLoaded,
 }
 
 /// A worker's answer with its rank.
@@ -99,7 +108,7 @@ pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     /// stage groups have a single rank and nothing is reduced.
     pub reduce: Option<Vec<usize>>,
     pub fault: Option<InjectedFault>,
-    pub commands: Receiver<Command>,
+    pub commands: Receiver<Command<B>>,
     pub replies: Sender<Reply<B>>,
 }
 
@@ -127,6 +136,19 @@ pub(crate) fn run<B: ContextParallelBackend>(setup: WorkerSetup<B>) {
         rank,
         body: Err(error),
     });
+}
+
+/// The ids of `module`'s float parameters.
+fn param_ids<B: burn::tensor::backend::Backend, M: Module<B>>(module: &M) -> HashSet<ParamId> {
+    struct Ids(HashSet<ParamId>);
+    impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Ids {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0.insert(param.id);
+        }
+    }
+    let mut ids = Ids(HashSet::new());
+    module.visit(&mut ids);
+    ids.0
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -162,7 +184,7 @@ struct Worker<B: ContextParallelBackend> {
     source: Arc<dyn BatchSource<B>>,
     reducer: Option<GradientReducer>,
     fault: Option<InjectedFault>,
-    commands: Receiver<Command>,
+    commands: Receiver<Command<B>>,
     replies: Sender<Reply<B>>,
     /// Time spent waiting for pipeline messages and the all-reduce during the current step.
     waited: Cell<Duration>,
@@ -230,6 +252,19 @@ impl<B: ContextParallelBackend> Worker<B> {
                 Command::Snapshot => {
                     let module = self.module()?.valid();
                     self.reply(Ok(ReplyBody::Snapshot(Box::new(module))));
+                }
+                Command::ExportOptimizer => {
+                    self.reply(Ok(ReplyBody::Optimizer(optimizer.to_record())));
+                }
+                Command::ImportOptimizer(record) => {
+                    let ids = param_ids(self.module()?);
+                    let own = record
+                        .iter()
+                        .filter(|(id, _)| ids.contains(id))
+                        .map(|(id, state)| (*id, state.clone()))
+                        .collect();
+                    optimizer = optimizer.load_record(own);
+                    self.reply(Ok(ReplyBody::OptimizerLoaded));
                 }
                 Command::Shutdown => break,
             }

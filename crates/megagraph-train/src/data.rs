@@ -123,6 +123,17 @@ impl SequenceDataset {
         role != SplitRole::None && self.role(node) == role && self.dataset.labels[node as usize] >= 0
     }
 
+    /// Whether `node` counts in the training loss: a labelled node of the training split.
+    pub fn is_train_node(&self, node: u32) -> bool {
+        self.is_scored(node, SplitRole::Train)
+    }
+
+    /// Number of training nodes among `nodes` (e.g. a [`NodeBatch`]'s `nodes`): the normalizer
+    /// of a step's loss.
+    pub fn train_nodes(&self, nodes: &[Option<u32>]) -> usize {
+        nodes.iter().flatten().filter(|&&node| self.is_train_node(node)).count()
+    }
+
     /// Builds the batch of the sequences at `indices` on `device`.
     ///
     /// # Panics
@@ -135,6 +146,7 @@ impl SequenceDataset {
     /// Like [`batch`](Self::batch), but each off-diagonal pair of a sequence is, with probability
     /// `p`, moved to the "farther" distance bucket (structure dropout: a DropEdge-style regularizer
     /// on the spatial bias that costs no memory). `dropout = Some((p, seed))`; `None` = none.
+    /// The draws of a sequence depend only on `seed` and its index, not on the rest of the batch.
     pub fn batch_with_structure_dropout<B: Backend>(
         &self,
         indices: &[usize],
@@ -157,11 +169,15 @@ impl SequenceDataset {
             }
         }
         if let Some((p, seed)) = dropout.filter(|(p, _)| *p > 0.0) {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            for (pair, bucket) in distance.iter_mut().enumerate() {
-                let (i, j) = ((pair / seq) % seq, pair % seq);
-                if i != j && rng.random::<f64>() < p {
-                    *bucket = far;
+            // one stream per sequence, keyed by its index: the same sequence gets the same
+            // pairs dropped whichever batch (or data-parallel shard) it is in
+            for (b, &index) in indices.iter().enumerate() {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let block = &mut distance[b * seq * seq..(b + 1) * seq * seq];
+                for (pair, bucket) in block.iter_mut().enumerate() {
+                    if pair / seq != pair % seq && rng.random::<f64>() < p {
+                        *bucket = far;
+                    }
                 }
             }
         }
@@ -172,7 +188,7 @@ impl SequenceDataset {
         let train_weight: Vec<f32> = nodes
             .iter()
             .map(|n| match n {
-                Some(n) if self.role(*n) == SplitRole::Train && self.dataset.labels[*n as usize] >= 0 => 1.0,
+                Some(n) if self.is_train_node(*n) => 1.0,
                 _ => 0.0,
             })
             .collect();

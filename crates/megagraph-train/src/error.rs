@@ -52,6 +52,17 @@ pub enum TrainError {
     /// Planning failed (bad cluster file, nothing fits, ...).
     #[error(transparent)]
     Plan(#[from] megagraph_planner::PlanError),
+    /// A plan file (`--plan FILE`) could not be read.
+    #[error("plan file {path}: {message}")]
+    PlanFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The parallel mesh failed (a worker's error names its rank).
+    #[error(transparent)]
+    Parallel(#[from] megagraph_parallel::ParallelError),
     /// An output file (metrics, plots) could not be written.
     #[error("cannot write {path}: {source}")]
     Output {

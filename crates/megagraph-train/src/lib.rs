@@ -9,10 +9,12 @@ pub mod cli;
 mod config;
 mod curves;
 mod data;
+mod engine;
 mod error;
 mod features;
 pub mod learner;
 mod metrics;
+pub mod parallel;
 pub mod plot;
 mod prepare;
 mod progress;
@@ -23,7 +25,7 @@ mod trainer;
 pub use burn_train;
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DataConfig, DistanceKind, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
+    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
     TrainingConfig,
 };
 pub use curves::write_training_curves;

@@ -71,7 +71,7 @@ pub enum Command {
     ///
     /// With no arguments it trains on the built-in synthetic graph. Flags override the config
     /// file, which overrides the defaults.
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Choose a parallel plan (pp x cp x dp, micro-batches, layer split) for a model on a cluster
     /// and explain the choice.
     Plan(PlanArgs),

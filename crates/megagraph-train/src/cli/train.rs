@@ -92,6 +92,29 @@ pub struct TrainArgs {
     /// Continue from the last checkpoint in --checkpoint-dir.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
+    /// Pipeline-parallel stages (worker threads; see the [mesh] config section).
+    #[arg(long, value_name = "P", help_heading = "Parallel layout")]
+    pub pp: Option<usize>,
+    /// Context-parallel blocks per sequence.
+    #[arg(long, value_name = "C", help_heading = "Parallel layout")]
+    pub cp: Option<usize>,
+    /// Data-parallel replicas (must divide --batch-size).
+    #[arg(long, value_name = "D", help_heading = "Parallel layout")]
+    pub dp: Option<usize>,
+    /// Pipeline micro-batches per step and replica.
+    #[arg(long, value_name = "M", help_heading = "Parallel layout")]
+    pub micro_batches: Option<usize>,
+    /// Layers of each pipeline stage, comma-separated (e.g. 6,10); default: as even as possible.
+    #[arg(long, value_name = "L0,L1,...", value_delimiter = ',', help_heading = "Parallel layout")]
+    pub stage_layers: Option<Vec<usize>>,
+    /// Run the layout of a plan: a `megagraph plan --json` file, or `auto` to plan for this
+    /// machine (or --cluster) now. Replaces --pp/--cp/--dp/--micro-batches/--stage-layers.
+    #[arg(long, value_name = "FILE|auto", help_heading = "Parallel layout",
+          conflicts_with_all = ["pp", "cp", "dp", "micro_batches", "stage_layers"])]
+    pub plan: Option<String>,
+    /// Cluster description for `--plan auto` (default: the built-in cpu-local one).
+    #[arg(long, value_name = "FILE.toml", requires = "plan", help_heading = "Parallel layout")]
+    pub cluster: Option<PathBuf>,
     /// Directory of the parsed-dataset cache (default: $MEGAGRAPH_CACHE or ~/.cache/megagraph).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -180,12 +203,26 @@ impl TrainArgs {
             c.data.cache_dir = self.cache_dir.clone();
         }
         c.data.no_cache |= self.no_cache;
+        set(&mut c.mesh.pp, &self.pp);
+        set(&mut c.mesh.cp, &self.cp);
+        set(&mut c.mesh.dp, &self.dp);
+        set(&mut c.mesh.micro_batches, &self.micro_batches);
+        if self.stage_layers.is_some() {
+            c.mesh.stage_layers = self.stage_layers.clone();
+        }
+        if self.plan.is_some() {
+            c.mesh.plan = self.plan.clone();
+        }
+        if self.cluster.is_some() {
+            c.mesh.cluster = self.cluster.clone();
+        }
         c.validate()?;
         Ok(c)
     }
 }
 
-/// `megagraph train`: prepares the data, trains on the CPU and prints the result.
+/// `megagraph train`: prepares the data, trains on the CPU (one device, or a mesh of worker
+/// threads) and prints the result.
 pub fn train(config: &TrainConfig) -> Result<()> {
     let data = crate::prepare::prepare_with_progress(config, &PrepareBars::default())?;
     let d = &data.dataset;
@@ -198,7 +235,18 @@ pub fn train(config: &TrainConfig) -> Result<()> {
         data.num_sequences(),
         data.seq_len
     );
-    let trainer = NodeClassificationTrainer::new(config, &data);
+    let trainer = NodeClassificationTrainer::new(config, data);
+    if let Some(layout) = trainer.layout()? {
+        println!(
+            "mesh: pp={} cp={} dp={} ({} workers), {} micro-batches, stage layers {:?}",
+            layout.pp,
+            layout.cp,
+            layout.dp,
+            layout.world_size(),
+            layout.micro_batches,
+            layout.stage_layers
+        );
+    }
     let mut progress = Progress::new();
     let outcome = trainer.fit::<Autodiff<Flex>>(&Default::default(), &mut progress)?;
     let r = &outcome.report;

@@ -1,6 +1,7 @@
 //! [`NodeClassifier`]: a [`GraphTransformer`] as a burn-train model.
 
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy};
@@ -26,9 +27,19 @@ impl<B: Backend> NodeClassifier<B> {
         Self { model }
     }
 
-    /// Initializes a fresh model from `config` on `device`.
+    /// Initializes a fresh model from `config` on `device`. Its parameters are drawn now (not
+    /// lazily at first use), so every clone of it — the learner's, a mesh's — holds the same
+    /// values.
     pub fn init(config: &GraphTransformerConfig, device: &B::Device) -> Self {
-        Self::new(config.init(device))
+        struct Materialize;
+        impl<B: Backend> ModuleVisitor<B> for Materialize {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+                let _ = param.val();
+            }
+        }
+        let model = Self::new(config.init(device));
+        model.visit(&mut Materialize);
+        model
     }
 
     /// The Graph Transformer.
