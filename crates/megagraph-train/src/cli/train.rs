@@ -92,7 +92,7 @@ pub struct TrainArgs {
     /// Continue from the last checkpoint in --checkpoint-dir.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
-    /// Pipeline-parallel stages (worker threads; see the [mesh] config section).
+    /// Pipeline-parallel stages (worker threads; see the `[mesh]` config section).
     #[arg(long, value_name = "P", help_heading = "Parallel layout")]
     pub pp: Option<usize>,
     /// Context-parallel blocks per sequence.
