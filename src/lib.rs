@@ -10,7 +10,9 @@
 //! - [`models`]: Graphormer-style Graph Transformer modules;
 //! - [`parallel`]: the pp×cp×dp device mesh;
 //! - [`planner`]: Profile → Model → Search of parallel plans;
-//! - [`train`]: training, configuration and the `megagraph` command line.
+//! - [`train`]: training, configuration and the `megagraph` command line; with Burn's own
+//!   training loop, [`train::MegaGraphTrainer`] (a burn-train learning strategy; see
+//!   [`train::learner`] and `examples/custom_learner.rs`).
 //!
 //! Training from Rust:
 //!

@@ -238,6 +238,8 @@ pub struct TrainingConfig {
     pub checkpoint_dir: Option<PathBuf>,
     /// Continue from the last checkpoint in `checkpoint_dir`.
     pub resume: bool,
+    /// Write SVG training curves (`loss.svg`, `accuracy.svg`) into this directory.
+    pub plot_dir: Option<PathBuf>,
 }
 
 impl Default for TrainingConfig {
@@ -250,6 +252,7 @@ impl Default for TrainingConfig {
             metrics_out: None,
             checkpoint_dir: None,
             resume: false,
+            plot_dir: None,
         }
     }
 }

@@ -1,6 +1,6 @@
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
-use megagraph_graph::distance::{DistanceIndex, DistanceScope, distance_indexes};
-use megagraph_graph::sequence::{SequenceStrategy, node_sequences};
+use megagraph_graph::distance::{DistanceIndex, DistanceScope, distance_indexes_with_progress};
+use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::Dataset;
 use megagraph_kernels::DistanceBias;
 use rand::{Rng, SeedableRng};
@@ -8,6 +8,8 @@ use rand_chacha::ChaCha8Rng;
 use megagraph_models::{GraphBatch, NodeInput};
 
 use crate::error::Result;
+use crate::progress::PrepareProgress;
+use crate::trainer::Quiet;
 
 /// Which split a node belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +71,22 @@ pub struct NodeBatch<B: Backend> {
 impl SequenceDataset {
     /// Groups the dataset's nodes into sequences and computes their distance indexes (in parallel).
     pub fn new(dataset: Dataset, options: SequenceOptions) -> Result<Self> {
-        let sequences = node_sequences(&dataset.graph, options.seq_len, options.strategy, options.seed);
-        let distances = distance_indexes(&dataset.graph, &sequences, options.max_distance, options.scope)?;
+        Self::with_progress(dataset, options, &Quiet)
+    }
+
+    /// [`new`](Self::new), reporting the partitioning (in nodes) and the distance indexes (in
+    /// sequences) to `progress`.
+    pub fn with_progress(dataset: Dataset, options: SequenceOptions, progress: &dyn PrepareProgress) -> Result<Self> {
+        let graph = &dataset.graph;
+        progress.start("sequences", graph.num_nodes(), "nodes");
+        let advance = |done| progress.advance(done);
+        let sequences = node_sequences_with_progress(graph, options.seq_len, options.strategy, options.seed, &advance);
+        progress.finish();
+        progress.start("distance indexes", sequences.len(), "sequences");
+        let distances =
+            distance_indexes_with_progress(graph, &sequences, options.max_distance, options.scope, &advance);
+        progress.finish();
+        let distances = distances?;
         let mut roles = vec![SplitRole::None; dataset.graph.num_nodes()];
         for (ids, role) in [
             (&dataset.split.train, SplitRole::Train),
@@ -101,9 +117,15 @@ impl SequenceDataset {
         self.roles[node as usize]
     }
 
+    /// Whether `node` is a labelled node of `role` (one that counts in that split's loss and
+    /// accuracy).
+    pub fn is_scored(&self, node: u32, role: SplitRole) -> bool {
+        role != SplitRole::None && self.role(node) == role && self.dataset.labels[node as usize] >= 0
+    }
+
     /// Whether `node` counts in the training loss: a labelled node of the training split.
     pub fn is_train_node(&self, node: u32) -> bool {
-        self.role(node) == SplitRole::Train && self.dataset.labels[node as usize] >= 0
+        self.is_scored(node, SplitRole::Train)
     }
 
     /// Number of training nodes among `nodes` (e.g. a [`NodeBatch`]'s `nodes`): the normalizer

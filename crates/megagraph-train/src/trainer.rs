@@ -128,6 +128,7 @@ impl<'a> NodeClassificationTrainer<'a> {
         config.training.epochs = 0;
         config.training.resume = false;
         config.training.metrics_out = None;
+        config.training.plot_dir = None;
         config.mesh = MeshConfig::default();
         format!("{:?}", (config, self.data.dataset.name.as_str(), self.data.num_sequences()))
     }

@@ -50,7 +50,18 @@ impl ModelShapeArgs {
 
 /// Train Graph Transformers on large graphs.
 #[derive(Debug, Parser)]
-#[command(name = "megagraph", version, about, long_about = None)]
+#[command(
+    name = "megagraph",
+    version,
+    about = "Train Graph Transformers on graphs too large for one device, and plan their parallel layout.",
+    long_about = None,
+    after_help = "Examples:\n  \
+      megagraph train                                    # the built-in synthetic graph\n  \
+      megagraph train --dataset DIR --plot plots         # an OGB-layout dataset, with SVG curves\n  \
+      megagraph train --config configs/train/cora.toml   # every option from a file\n  \
+      megagraph plan --cluster configs/clusters/h200-8x-nvlink.toml --seq-len 262144\n\n\
+      `megagraph <COMMAND> --help` lists a command's options."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

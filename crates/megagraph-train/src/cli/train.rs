@@ -8,6 +8,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::ModelShapeArgs;
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
+use crate::curves::write_training_curves;
+use crate::progress::PrepareProgress;
 use crate::error::Result;
 use crate::metrics::EpochMetrics;
 use crate::trainer::{NodeClassificationTrainer, TrainObserver};
@@ -84,10 +86,14 @@ pub struct TrainArgs {
     /// Write a checkpoint after every epoch into this directory.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
+    /// Write SVG training curves into this directory: loss.svg (training loss per epoch) and
+    /// accuracy.svg (train, valid and test accuracy per epoch).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Continue from the last checkpoint in --checkpoint-dir.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
-    /// Pipeline-parallel stages (worker threads; see the [mesh] config section).
+    /// Pipeline-parallel stages (worker threads; see the `[mesh]` config section).
     #[arg(long, value_name = "P", help_heading = "Parallel layout")]
     pub pp: Option<usize>,
     /// Context-parallel blocks per sequence.
@@ -194,6 +200,9 @@ impl TrainArgs {
             c.training.checkpoint_dir = self.checkpoint_dir.clone();
         }
         c.training.resume |= self.resume;
+        if self.plot.is_some() {
+            c.training.plot_dir = self.plot.clone();
+        }
         if self.cache_dir.is_some() {
             c.data.cache_dir = self.cache_dir.clone();
         }
@@ -219,10 +228,10 @@ impl TrainArgs {
 /// `megagraph train`: prepares the data, trains on the CPU (one device, or a mesh of worker
 /// threads) and prints the result.
 ///
-/// With `nodes`, this process is one node of a multi-node run; only node 0 writes the metrics
-/// and checkpoints.
+/// With `nodes`, this process is one node of a multi-node run; only node 0 writes the metrics,
+/// plots and checkpoints.
 pub fn train(config: &TrainConfig, nodes: Option<NodeConfig>) -> Result<()> {
-    let data = crate::prepare::prepare(config)?;
+    let data = crate::prepare::prepare_with_progress(config, &PrepareBars::default())?;
     let d = &data.dataset;
     println!(
         "dataset {}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",
@@ -259,6 +268,11 @@ pub fn train(config: &TrainConfig, nodes: Option<NodeConfig>) -> Result<()> {
     if let Some(path) = config.training.metrics_out.as_ref().filter(|_| trainer.is_lead()) {
         r.write_json(path)?;
         println!("metrics written to {}", path.display());
+    }
+    if let Some(dir) = config.training.plot_dir.as_ref().filter(|_| trainer.is_lead()) {
+        for path in write_training_curves(r, dir)? {
+            println!("curve written to {}", path.display());
+        }
     }
     Ok(())
 }
@@ -313,6 +327,47 @@ impl TrainObserver for Progress {
         match self.bar.take() {
             Some(bar) => bar.finish_with_message(line),
             None => eprintln!("{line}"),
+        }
+    }
+}
+
+/// Progress bars of the preparation steps (partitioning, distance indexes), drawn on stderr
+/// when it is a terminal.
+#[derive(Default)]
+struct PrepareBars {
+    bar: std::sync::Mutex<Option<ProgressBar>>,
+}
+
+impl PrepareProgress for PrepareBars {
+    fn start(&self, step: &str, total: usize, unit: &str) {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = ProgressBar::new(total as u64);
+        let template = format!("{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})");
+        let style = ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(step.to_string());
+        if let Ok(mut slot) = self.bar.lock() {
+            *slot = Some(bar);
+        }
+    }
+
+    fn advance(&self, done: usize) {
+        if let Ok(slot) = self.bar.lock()
+            && let Some(bar) = slot.as_ref()
+        {
+            bar.inc(done as u64);
+        }
+    }
+
+    fn finish(&self) {
+        if let Ok(mut slot) = self.bar.lock()
+            && let Some(bar) = slot.take()
+        {
+            bar.finish_and_clear();
         }
     }
 }
