@@ -10,7 +10,9 @@
 //! - [`models`]: Graphormer-style Graph Transformer modules;
 //! - [`parallel`]: the pp×cp×dp device mesh;
 //! - [`planner`]: Profile → Model → Search of parallel plans;
-//! - [`train`]: training, configuration and the `megagraph` command line.
+//! - [`train`]: training, configuration and the `megagraph` command line; with Burn's own
+//!   training loop, [`train::MegaGraphTrainer`] (a burn-train learning strategy; see
+//!   [`train::learner`] and `examples/custom_learner.rs`).
 //!
 //! Training from Rust:
 //!
@@ -21,7 +23,7 @@
 //! let mut config = TrainConfig::default(); // the built-in synthetic graph
 //! config.data.dataset = Some("../shared/datasets/cora".into());
 //! let data = prepare(&config)?; // load, sequences, distance indexes
-//! let outcome = NodeClassificationTrainer::new(&config, &data)
+//! let outcome = NodeClassificationTrainer::new(&config, data)
 //!     .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)?;
 //! println!("test accuracy {:.3}", outcome.report.test_accuracy);
 //! let model = outcome.model; // a Burn module: GraphTransformer<Flex>

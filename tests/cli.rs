@@ -85,6 +85,131 @@ fn an_out_of_range_flag_is_refused_before_training() {
 }
 
 #[test]
+fn train_runs_a_mesh_and_a_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    // 8 sequences of 64 nodes, steps of 4
+    std::fs::write(&config, "[synthetic]\nnodes = 512\nclasses = 3\nfeature_dim = 8\n").unwrap();
+    let base = ["train", "--config", config.to_str().unwrap(), "--epochs", "2", "--layers", "2", "--heads", "2",
+        "--hidden", "8", "--ffn-hidden", "8", "--seq-len", "64", "--dropout", "0", "--input-dropout", "0",
+        "--key-dropout", "0"];
+    let run = |extra: &[&str]| {
+        let metrics = dir.path().join(format!("m{}.json", extra.len()));
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--metrics-out", metrics.to_str().unwrap()]);
+        let output = megagraph(&args);
+        assert!(output.status.success(), "{extra:?}: {}", stderr(&output));
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
+        let losses: Vec<f64> = json["history"].as_array().unwrap().iter().map(|m| m["loss"].as_f64().unwrap()).collect();
+        (String::from_utf8_lossy(&output.stdout).into_owned(), losses)
+    };
+    let (_, single) = run(&[]);
+    let (stdout, mesh) = run(&["--pp", "2", "--cp", "2", "--micro-batches", "2", "--stage-layers", "1,1"]);
+    assert!(stdout.contains("pp=2 cp=2 dp=1 (4 workers)"), "{stdout}");
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, r#"{"best": {"pp": 1, "cp": 1, "dp": 2, "micro_batches": 2, "stage_layers": [2]}}"#).unwrap();
+    let (stdout, planned) = run(&["--plan", plan.to_str().unwrap()]);
+    assert!(stdout.contains("pp=1 cp=1 dp=2 (2 workers)"), "{stdout}");
+    for losses in [&mesh, &planned] {
+        for (a, b) in losses.iter().zip(&single) {
+            assert!((a - b).abs() <= 1e-5 * b.abs(), "{losses:?} vs single device {single:?}");
+        }
+    }
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills the child when dropped (a failed assertion must not leave processes behind).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits at most `seconds` for `child`; `None` when it is still running.
+fn wait_for(child: &mut std::process::Child, seconds: u64) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn two_node_processes_train_like_one_process_with_their_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, "[synthetic]\nnodes = 512\nclasses = 3\nfeature_dim = 8\n").unwrap();
+    let common = ["train", "--config", config.to_str().unwrap(), "--epochs", "2", "--layers", "2", "--heads", "2",
+        "--hidden", "8", "--ffn-hidden", "8", "--seq-len", "64", "--dropout", "0", "--input-dropout", "0",
+        "--key-dropout", "0"];
+    let losses = |path: &std::path::Path| -> Vec<f64> {
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        json["history"].as_array().unwrap().iter().map(|m| m["loss"].as_f64().unwrap()).collect()
+    };
+    let one = dir.path().join("one.json");
+    let mut args = common.to_vec();
+    args.extend_from_slice(&["--dp", "2", "--metrics-out", one.to_str().unwrap()]);
+    let output = megagraph(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let spawn = |extra: &[String]| {
+        let child = Command::new(env!("CARGO_BIN_EXE_megagraph"))
+            .args(extra)
+            .env("MEGAGRAPH_CACHE", dir.path().join("cache"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Reaped(child)
+    };
+    let orchestrator = free_port();
+    let _orchestrator = spawn(&["orchestrator".into(), "--port".into(), orchestrator.to_string()]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let two = dir.path().join("two.json");
+    let node = |rank: usize, metrics: Option<&std::path::Path>| {
+        let mut args: Vec<String> = common.iter().map(|a| a.to_string()).collect();
+        args.extend([
+            "--nodes".into(), "2".into(), "--node-rank".into(), rank.to_string(),
+            "--orchestrator".into(), format!("127.0.0.1:{orchestrator}"),
+            "--node-address".into(), format!("127.0.0.1:{}", free_port()),
+        ]);
+        if let Some(path) = metrics {
+            args.extend(["--metrics-out".into(), path.display().to_string()]);
+        }
+        spawn(&args)
+    };
+    let mut nodes = [node(0, Some(&two)), node(1, None)];
+    for (rank, node) in nodes.iter_mut().enumerate() {
+        let status = wait_for(&mut node.0, 120).unwrap_or_else(|| panic!("node {rank} did not finish"));
+        assert!(status.success(), "node {rank}: {status}");
+    }
+    let (one, two) = (losses(&one), losses(&two));
+    assert_eq!(one.len(), 2);
+    for (a, b) in two.iter().zip(&one) {
+        assert!((a - b).abs() <= 1e-5 * b.abs(), "two nodes {two:?} vs one process with dp = 2 {one:?}");
+    }
+}
+
+#[test]
+fn an_impossible_layout_is_refused_with_the_reason() {
+    let output = megagraph(&["train", "--dp", "3", "--epochs", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(text.contains("mesh.dp") && text.contains("does not divide"), "{text}");
+}
+
+#[test]
 fn help_lists_the_subcommands_and_flags() {
     let output = megagraph(&["--help"]);
     assert!(output.status.success());
@@ -92,7 +217,8 @@ fn help_lists_the_subcommands_and_flags() {
     let output = megagraph(&["train", "--help"]);
     let text = String::from_utf8_lossy(&output.stdout);
     for flag in ["--dataset", "--config", "--seed", "--epochs", "--seq-len", "--layers", "--heads", "--hidden",
-        "--dropout", "--metrics-out", "--checkpoint-dir", "--resume"] {
+        "--dropout", "--metrics-out", "--checkpoint-dir", "--resume", "--pp", "--cp", "--dp", "--micro-batches",
+        "--stage-layers", "--plan"] {
         assert!(text.contains(flag), "train --help lacks {flag}");
     }
 }

@@ -42,7 +42,7 @@ impl GraphAttentionConfig {
     /// If `d_model` is not a multiple of `num_heads`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> GraphAttention<B> {
         assert!(
-            self.num_heads > 0 && self.d_model % self.num_heads == 0,
+            self.num_heads > 0 && self.d_model.is_multiple_of(self.num_heads),
             "d_model ({}) must be a multiple of num_heads ({})",
             self.d_model,
             self.num_heads

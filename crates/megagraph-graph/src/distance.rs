@@ -289,6 +289,21 @@ pub fn distance_indexes(
     max_distance: u8,
     scope: DistanceScope,
 ) -> Result<Vec<DistanceIndex>, GraphError> {
+    distance_indexes_with_progress(graph, sequences, max_distance, scope, &|_| {})
+}
+
+/// [`distance_indexes`], calling `progress(1)` (from the worker threads) each time the index of
+/// one sequence is done, e.g. to advance a progress bar of `sequences.len()` steps.
+///
+/// # Errors
+/// The first error (in sequence order) of [`DistanceIndex::new`].
+pub fn distance_indexes_with_progress(
+    graph: &Graph,
+    sequences: &[Vec<u32>],
+    max_distance: u8,
+    scope: DistanceScope,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<DistanceIndex>, GraphError> {
     if max_distance > MAX_DISTANCE_LIMIT {
         return Err(GraphError::MaxDistanceTooLarge { max_distance });
     }
@@ -296,7 +311,11 @@ pub fn distance_indexes(
         .par_iter()
         .map_init(
             || DistanceWorkspace::new(graph.num_nodes()),
-            |ws, seq| DistanceIndex::with_workspace(graph, seq, max_distance, scope, ws),
+            |ws, seq| {
+                let index = DistanceIndex::with_workspace(graph, seq, max_distance, scope, ws);
+                progress(1);
+                index
+            },
         )
         .collect()
 }
@@ -458,5 +477,21 @@ mod tests {
                 &DistanceIndex::new(&g, seq, 3, DistanceScope::Graph).unwrap()
             );
         }
+    }
+
+    #[test]
+    fn progress_ticks_once_per_sequence() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let edges: Vec<(u32, u32)> = (0..99).map(|i| (i, i + 1)).collect();
+        let graph = Graph::from_edges(100, &edges, &GraphOptions::default()).unwrap();
+        let sequences: Vec<Vec<u32>> = (0..10).map(|s| (s * 10..s * 10 + 10).collect()).collect();
+        let ticks = AtomicUsize::new(0);
+        let with = distance_indexes_with_progress(&graph, &sequences, 3, DistanceScope::Graph, &|n| {
+            ticks.fetch_add(n, Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(ticks.into_inner(), 10);
+        let without = distance_indexes(&graph, &sequences, 3, DistanceScope::Graph).unwrap();
+        assert_eq!(with, without);
     }
 }

@@ -25,9 +25,9 @@ pub mod sequence;
 pub mod synthetic;
 
 pub use dataset::{Dataset, NodeFeatures, Split};
-pub use distance::{DistanceIndex, DistanceScope, DistanceWorkspace, distance_indexes};
+pub use distance::{DistanceIndex, DistanceScope, DistanceWorkspace, distance_indexes, distance_indexes_with_progress};
 pub use error::{GraphError, LoadError};
 pub use graph::{Graph, GraphOptions, SelfLoops};
 pub use ogb::{LoadOptions, default_cache_dir, load_ogb};
-pub use sequence::{SequenceStrategy, edge_cut, node_sequences};
+pub use sequence::{SequenceStrategy, edge_cut, node_sequences, node_sequences_with_progress};
 pub use synthetic::{CsbmConfig, PowerLawConfig};

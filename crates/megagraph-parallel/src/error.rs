@@ -2,7 +2,7 @@
 
 use megagraph_kernels::AttentionError;
 
-use crate::ParallelConfigError;
+use crate::{NodeError, ParallelConfigError};
 
 /// Why a [`ParallelTrainer`](crate::ParallelTrainer) (or a ring attention call) failed.
 ///
@@ -122,6 +122,21 @@ pub enum ParallelError {
         /// How long the new trainer waited.
         seconds: f64,
     },
+    /// The multi-node setup is invalid (a bad address, a taken port, ...).
+    #[error("multi-node setup: {0}")]
+    Nodes(#[from] NodeError),
+    /// A multi-node collective operation broke off: another node ended or became unreachable.
+    #[error("node {node}, rank {rank}: the multi-node {operation} broke off: {message}")]
+    NodeLost {
+        /// This process's node rank.
+        node: usize,
+        /// The local rank that noticed.
+        rank: usize,
+        /// `register`, `all_reduce` or `finish`.
+        operation: &'static str,
+        /// What happened.
+        message: String,
+    },
     /// This worker stopped because another one failed.
     #[error("rank {rank} stopped because another rank failed")]
     Aborted {
@@ -145,6 +160,7 @@ impl ParallelError {
             | ParallelError::PeerGone { rank, .. }
             | ParallelError::OutOfOrder { rank, .. }
             | ParallelError::Collective { rank, .. }
+            | ParallelError::NodeLost { rank, .. }
             | ParallelError::Aborted { rank } => Some(*rank),
             ParallelError::Stopped(inner) => inner.rank(),
             _ => None,
@@ -152,11 +168,13 @@ impl ParallelError {
     }
 
     /// Whether this error only reports that a worker stopped because of another failure (a lost
-    /// peer, an abort): the root cause is elsewhere.
+    /// peer or node, an abort): the root cause is elsewhere.
     pub fn is_consequence(&self) -> bool {
         matches!(
             self,
-            ParallelError::Aborted { .. } | ParallelError::PeerGone { .. }
+            ParallelError::Aborted { .. }
+                | ParallelError::PeerGone { .. }
+                | ParallelError::NodeLost { .. }
         ) || matches!(
             self,
             ParallelError::Collective { message, .. } if message.contains("LocalServerMissing")

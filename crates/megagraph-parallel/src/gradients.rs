@@ -7,26 +7,34 @@
 //! gradients at that stage's offset and zeros elsewhere; after the `Sum` all-reduce each rank
 //! reads back its stage's segment, which is then the sum over the ranks of its stage only
 //! (adding zeros is exact). The buffer is the size of the whole model's parameters (a few MB for
-//! the paper's model); one collective call per step.
+//! the paper's model), plus one slot for the step's loss; one collective call per step.
+//!
+//! With several nodes ([`NodeConfig`]) the same call runs in burn-collective's global mode:
+//! summed inside the process, then over the nodes, so every stage's segment is summed over all
+//! ranks of the stage on every node and the loss slot over everything. Global mode has no
+//! timeouts: every call into it runs on a helper thread the rank waits on with the mesh's
+//! timeout and abort flag ([`guarded`]).
 //!
 //! A stage's segment holds every float parameter's gradient flattened in visiting order, then
 //! one presence flag per parameter (`1.0` if the rank's backward produced a gradient for it),
 //! so a parameter no rank touched is left out of the optimizer step exactly as
 //! [`GradientsParams::from_grads`] leaves it out on a single device.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use burn::collective::{
-    CollectiveConfig, PeerId, ReduceOperation, all_reduce, finish_collective, register,
-    reset_collective,
+    CollectiveConfig, CollectiveError, PeerId, ReduceOperation, all_reduce, finish_collective,
+    register, reset_collective,
 };
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::{ElementConversion, Tensor, TensorPrimitive};
 
-use crate::ParallelError;
+use crate::mesh::{Control, POLL};
+use crate::{NodeConfig, ParallelError};
 
 /// Sizes of a module's flat gradient segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -162,33 +170,43 @@ pub(crate) fn unflatten<B: AutodiffBackend, M: AutodiffModule<B>>(
 /// One rank's membership in the mesh-wide gradient all-reduce.
 pub(crate) struct GradientReducer {
     rank: usize,
-    /// Offset of each stage's segment in the mesh-wide buffer, and the buffer length last.
+    peer: PeerId,
+    /// Offset of each stage's segment in the mesh-wide buffer, and the gradients' length last
+    /// (the step's loss follows in one more slot).
     offsets: Vec<usize>,
+    /// Multi-node mode: every call into the collective is guarded (see [`guarded`]).
+    global: Option<Global>,
 }
+
+/// What a rank needs to wait on burn-collective's global mode without hanging.
+struct Global {
+    node: usize,
+    control: Arc<Control>,
+}
+
+/// How long a rank waits for the collective to acknowledge that it leaves, at the end of a
+/// multi-node run.
+const FINISH_PATIENCE: Duration = Duration::from_secs(10);
 
 impl GradientReducer {
     /// Registers `rank` with burn-collective for a mesh of `world` ranks whose stages have the
-    /// given segment lengths. Blocks until every rank registered.
+    /// given segment lengths: in this process only, or, with a multi-node `nodes`, also with
+    /// the orchestrator (which answers once every node's ranks registered). Blocks until every
+    /// rank registered; in multi-node mode gives up when `control` aborts or after its timeout.
     ///
     /// # Errors
     ///
-    /// [`ParallelError::Collective`] when registration fails.
+    /// [`ParallelError::Collective`] when registration fails, [`ParallelError::PeerTimeout`]
+    /// when the other nodes do not register in time, [`ParallelError::Aborted`],
+    /// [`ParallelError::NodeLost`], or [`ParallelError::Nodes`] for a bad address.
     pub fn register<B: Backend>(
         rank: usize,
         world: usize,
         stage_lengths: &[usize],
         device: &B::Device,
+        nodes: Option<&NodeConfig>,
+        control: &Arc<Control>,
     ) -> Result<Self, ParallelError> {
-        register::<B>(
-            PeerId::from(rank),
-            device.clone(),
-            CollectiveConfig::default().with_num_devices(world),
-        )
-        .map_err(|err| ParallelError::Collective {
-            rank,
-            operation: "register",
-            message: format!("{err:?}"),
-        })?;
         let mut offsets = Vec::with_capacity(stage_lengths.len() + 1);
         let mut total = 0;
         for len in stage_lengths {
@@ -196,26 +214,76 @@ impl GradientReducer {
             total += len;
         }
         offsets.push(total);
-        Ok(Self { rank, offsets })
+        let collective_error = |err: CollectiveError| ParallelError::Collective {
+            rank,
+            operation: "register",
+            message: format!("{err:?}"),
+        };
+        let Some(nodes) = nodes.filter(|nodes| nodes.is_multi_node()) else {
+            let peer = PeerId::from(rank);
+            register::<B>(
+                peer,
+                device.clone(),
+                CollectiveConfig::default().with_num_devices(world),
+            )
+            .map_err(collective_error)?;
+            return Ok(Self {
+                rank,
+                peer,
+                offsets,
+                global: None,
+            });
+        };
+        let peer = nodes.peer_id(rank, world);
+        let config = nodes.collective_config(world)?;
+        let global = Global {
+            node: nodes.node_rank,
+            control: control.clone(),
+        };
+        let device = device.clone();
+        let what = format!(
+            "the {} nodes to register with the orchestrator at {}",
+            nodes.num_nodes, nodes.orchestrator
+        );
+        guarded(
+            &global,
+            rank,
+            "register",
+            &what,
+            control.timeout,
+            move || register::<B>(peer, device, config),
+        )?
+        .map_err(|err| global.error(rank, "register", err))?;
+        Ok(Self {
+            rank,
+            peer,
+            offsets,
+            global: Some(global),
+        })
     }
 
     /// Sums `segment` (stage `stage`'s flat gradients on this rank) over every rank of the
-    /// stage; returns this stage's summed segment.
+    /// stage, on every node, and `loss` over every rank of every node; returns this stage's
+    /// summed segment and the summed loss.
     ///
     /// # Errors
     ///
     /// [`ParallelError::Collective`] when the all-reduce fails (also after the mesh was
-    /// stopped: the coordinator resets the collective to release waiting ranks).
+    /// stopped: the coordinator resets a single-process collective to release waiting ranks);
+    /// in multi-node mode [`ParallelError::NodeLost`], [`ParallelError::PeerTimeout`] or
+    /// [`ParallelError::Aborted`].
     pub fn all_reduce<B: Backend>(
         &self,
         stage: usize,
         segment: Tensor<B, 1>,
-    ) -> Result<Tensor<B, 1>, ParallelError> {
+        loss: f64,
+        step: u64,
+    ) -> Result<(Tensor<B, 1>, f64), ParallelError> {
         let device = segment.device();
         let start = self.offsets[stage];
         let end = self.offsets[stage + 1];
         let total = self.offsets[self.offsets.len() - 1];
-        let mut parts = Vec::with_capacity(3);
+        let mut parts = Vec::with_capacity(4);
         if start > 0 {
             parts.push(Tensor::zeros([start], &device));
         }
@@ -223,25 +291,135 @@ impl GradientReducer {
         if end < total {
             parts.push(Tensor::zeros([total - end], &device));
         }
-        let buffer = Tensor::cat(parts, 0);
-        let reduced = all_reduce::<B>(
-            PeerId::from(self.rank),
-            buffer.into_primitive().tensor(),
-            ReduceOperation::Sum,
-        )
-        .map_err(|err| ParallelError::Collective {
-            rank: self.rank,
-            operation: "all_reduce",
-            message: format!("{err:?}"),
-        })?;
+        parts.push(Tensor::from_floats([loss as f32], &device));
+        let buffer = Tensor::cat(parts, 0).into_primitive().tensor();
+        let peer = self.peer;
+        let reduced = match &self.global {
+            None => all_reduce::<B>(peer, buffer, ReduceOperation::Sum).map_err(|err| {
+                ParallelError::Collective {
+                    rank: self.rank,
+                    operation: "all_reduce",
+                    message: format!("{err:?}"),
+                }
+            })?,
+            Some(global) => {
+                let what = format!("the gradient all-reduce of step {step} over all nodes");
+                guarded(
+                    global,
+                    self.rank,
+                    "all_reduce",
+                    &what,
+                    global.control.timeout,
+                    move || all_reduce::<B>(peer, buffer, ReduceOperation::Sum),
+                )?
+                .map_err(|err| global.error(self.rank, "all_reduce", err))?
+            }
+        };
         let reduced: Tensor<B, 1> = Tensor::from_primitive(TensorPrimitive::Float(reduced));
-        Ok(reduced.to_device(&device).slice(start..end))
+        let reduced = reduced.to_device(&device);
+        let loss = reduced
+            .clone()
+            .slice(total..total + 1)
+            .into_scalar()
+            .elem::<f64>();
+        Ok((reduced.slice(start..end), loss))
     }
 
-    /// Leaves the collective (errors are ignored: the mesh is shutting down).
+    /// Leaves the collective (errors are ignored: the mesh is shutting down). In multi-node
+    /// mode the last rank of the process also leaves the orchestrator; a rank waits at most
+    /// [`FINISH_PATIENCE`] for that.
     pub fn finish<B: Backend>(self) {
-        if let Err(err) = finish_collective::<B>(PeerId::from(self.rank)) {
-            log::debug!("rank {}: finish_collective: {err:?}", self.rank);
+        let peer = self.peer;
+        let outcome = match &self.global {
+            None => Ok(finish_collective::<B>(peer)),
+            Some(global) => guarded(
+                global,
+                self.rank,
+                "finish",
+                "the collective to let this rank leave",
+                FINISH_PATIENCE,
+                move || finish_collective::<B>(peer),
+            ),
+        };
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => log::debug!("rank {}: finish_collective: {err:?}", self.rank),
+            Err(err) => log::debug!("rank {}: finish_collective: {err}", self.rank),
+        }
+    }
+}
+
+impl Global {
+    /// The error of a failed call into the global collective: a lost node when the process's
+    /// collective server went away (burn-collective's server panics when a peer node's
+    /// connection breaks), else the collective's error.
+    fn error(&self, rank: usize, operation: &'static str, err: CollectiveError) -> ParallelError {
+        match err {
+            CollectiveError::LocalServerMissing => ParallelError::NodeLost {
+                node: self.node,
+                rank,
+                operation,
+                message: "the collective stopped: another node ended or its connection broke"
+                    .into(),
+            },
+            other => ParallelError::Collective {
+                rank,
+                operation,
+                message: format!("{other:?}"),
+            },
+        }
+    }
+}
+
+/// Runs `call` (a blocking call into burn-collective) on a helper thread and waits for it
+/// until `global.control` aborts or `patience` passes: burn-collective's global mode waits
+/// without a timeout for peer nodes that may never answer. A call given up on stays blocked on
+/// its helper thread; the process's collective is then unusable.
+fn guarded<T: Send + 'static>(
+    global: &Global,
+    rank: usize,
+    operation: &'static str,
+    what: &str,
+    patience: Duration,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ParallelError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(format!("megagraph-collective-{rank}"))
+        .spawn(move || {
+            let _ = tx.send(call());
+        })
+        .map_err(|err| ParallelError::Collective {
+            rank,
+            operation,
+            message: format!("cannot start a thread: {err}"),
+        })?;
+    let started = Instant::now();
+    loop {
+        match rx.recv_timeout(POLL) {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Timeout) => {
+                if global.control.aborted() {
+                    return Err(ParallelError::Aborted { rank });
+                }
+                let waited = started.elapsed();
+                if waited > patience {
+                    return Err(ParallelError::PeerTimeout {
+                        rank,
+                        waiting_for: format!("{what} (a node may have stopped)"),
+                        seconds: waited.as_secs_f64(),
+                    });
+                }
+            }
+            // the helper panicked: burn-collective's client panics when its server is gone
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(ParallelError::NodeLost {
+                    node: global.node,
+                    rank,
+                    operation,
+                    message: "the collective of this process is gone (an earlier failure)".into(),
+                });
+            }
         }
     }
 }

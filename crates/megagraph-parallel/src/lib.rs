@@ -22,6 +22,10 @@
 //! float rounding, whatever the mesh (with dropout, each rank draws its own masks). A worker
 //! that fails stops the whole mesh; the trainer returns the error naming the rank.
 //!
+//! Several processes (machines) can train together: data parallelism then spans the nodes
+//! through burn-collective's global mode; see [`NodeConfig`] (and [`run_orchestrator`]) and
+//! the [`nodes`] module docs.
+//!
 //! For measurements, [`RankReport`] gives each rank's step time, busy time (without waits on
 //! peers) and, with [`CountingAllocator`] as the global allocator, its peak memory; see the
 //! `mesh` bench.
@@ -35,6 +39,7 @@ mod error;
 mod gradients;
 mod memory;
 mod mesh;
+pub mod nodes;
 mod pipeline;
 mod stage;
 mod trainer;
@@ -46,7 +51,8 @@ pub use data::{BatchSource, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};
+pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
 pub use stage::{StageModule, trainable};
-pub use trainer::{InjectedFault, ParallelTrainer, StepOutput, TrainerOptions};
+pub use trainer::{InjectedFault, OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
 pub use worker::RankReport;

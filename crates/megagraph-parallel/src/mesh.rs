@@ -18,7 +18,7 @@ use crate::context::RingEndpoint;
 use crate::{ParallelConfig, ParallelError};
 
 /// How often a blocked receive looks at the abort flag.
-const POLL: Duration = Duration::from_millis(20);
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 
 /// Coordinates of a rank in the mesh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,7 +81,7 @@ impl MeshShape {
 #[derive(Debug)]
 pub(crate) struct Control {
     abort: AtomicBool,
-    timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl Control {

@@ -7,7 +7,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::AdamWConfig;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{AdamW, AdamWConfig, Optimizer};
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::GraphTransformer;
@@ -18,7 +19,7 @@ use crate::gradients::{self, CollectiveLease, SegmentLayout};
 use crate::mesh::{Control, MeshShape, RankCoord, build_links};
 use crate::stage::StageModule;
 use crate::worker::{self, Command, Reply, ReplyBody, StepPlan, WorkerSetup};
-use crate::{ParallelConfig, ParallelError, RankReport};
+use crate::{NodeConfig, ParallelConfig, ParallelError, RankReport};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -37,6 +38,13 @@ pub struct InjectedFault {
     pub step: u64,
 }
 
+/// The optimizer state of a model (or of one stage): AdamW's moments and step count per
+/// parameter id, the record of Burn's `OptimizerAdaptor<AdamW, _, B>`. Parameter ids are those
+/// of the model given to [`ParallelTrainer::new`], so the record of the whole mesh is the record
+/// a single-device AdamW over the same model would hold, and either can resume the other.
+pub type OptimizerRecord<B> =
+    <OptimizerAdaptor<AdamW, GraphTransformer<B>, B> as Optimizer<GraphTransformer<B>, B>>::Record;
+
 /// Options of a [`ParallelTrainer`] besides the mesh shape.
 #[derive(Clone, Debug)]
 pub struct TrainerOptions {
@@ -53,6 +61,9 @@ pub struct TrainerOptions {
     pub timeout: Duration,
     /// A deliberate panic, for tests. Default: none.
     pub fault: Option<InjectedFault>,
+    /// This process's place in a multi-node run; `None` (the default) or one node: this
+    /// process trains alone. See [`nodes`](crate::nodes).
+    pub nodes: Option<NodeConfig>,
 }
 
 impl TrainerOptions {
@@ -65,6 +76,7 @@ impl TrainerOptions {
             sequences_per_step,
             timeout: Duration::from_secs(600),
             fault: None,
+            nodes: None,
         }
     }
 
@@ -85,20 +97,28 @@ impl TrainerOptions {
         self.fault = Some(fault);
         self
     }
+
+    /// Makes this process node `nodes.node_rank` of a multi-node run: data parallelism then
+    /// spans `nodes.num_nodes` processes (see [`nodes`](crate::nodes)).
+    pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
 }
 
 /// The outcome of one optimizer step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepOutput {
     /// The loss of the step: masked cross-entropy summed over all sequences divided by
-    /// `train_nodes` (the single-device trainer's loss). 0 when `train_nodes` is 0.
+    /// `train_nodes` (the single-device trainer's loss; over every process's sequences in a
+    /// multi-node run). 0 when `train_nodes` is 0.
     pub loss: f64,
     /// Training nodes in the step's sequences. 0 means the step did nothing (like the
     /// single-device trainer, a batch without training nodes is skipped).
     pub train_nodes: usize,
     /// Wall time of the step, in seconds.
     pub seconds: f64,
-    /// What each rank measured, in rank order (empty for a skipped step).
+    /// What each rank of this process measured, in rank order (empty for a skipped step).
     pub ranks: Vec<RankReport>,
 }
 
@@ -119,11 +139,15 @@ pub struct StepOutput {
 /// When a worker fails (error or panic) the mesh stops within a fraction of a second and the
 /// call returns the failure naming the rank; the trainer is then unusable
 /// ([`ParallelError::Stopped`]).
+///
+/// With [`TrainerOptions::with_nodes`], several processes run this mesh each and data
+/// parallelism spans them (see [`nodes`](crate::nodes)): every process calls
+/// [`step`](Self::step) with the same sequences.
 pub struct ParallelTrainer<B: ContextParallelBackend> {
     config: ParallelConfig,
     shape: MeshShape,
     source: Arc<dyn BatchSource<B>>,
-    commands: Vec<Sender<Command>>,
+    commands: Vec<Sender<Command<B>>>,
     replies: Receiver<Reply<B>>,
     handles: Vec<JoinHandle<()>>,
     control: Arc<Control>,
@@ -132,6 +156,8 @@ pub struct ParallelTrainer<B: ContextParallelBackend> {
     step: u64,
     failure: Option<ParallelError>,
     lease: Option<CollectiveLease>,
+    /// The multi-node setup, when more than one node takes part.
+    nodes: Option<NodeConfig>,
 }
 
 impl<B: ContextParallelBackend> ParallelTrainer<B> {
@@ -142,11 +168,16 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
     /// `model` should have its parameters initialized (it is copied to every rank); its device
     /// is where [`model`](Self::model) returns the trained parameters.
     ///
+    /// In a multi-node run, `config` is the mesh of this process (every node runs the same)
+    /// and is validated with `dp` replaced by the run's `num_nodes * dp`; this call returns
+    /// once every node registered with the orchestrator (or fails after `options.timeout`).
+    ///
     /// # Errors
     ///
     /// [`ParallelError::Config`] for a configuration that does not fit (via
     /// [`ParallelConfig::validate`] with the sequence length padded to a multiple of `cp`),
-    /// [`ParallelError::DeviceCount`], or the first worker's setup failure.
+    /// [`ParallelError::DeviceCount`], [`ParallelError::Nodes`] for a bad multi-node setup, or
+    /// the first worker's setup failure.
     pub fn new(
         config: ParallelConfig,
         model: GraphTransformer<Inner<B>>,
@@ -155,7 +186,18 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         devices: Vec<B::Device>,
     ) -> Result<Self, ParallelError> {
         let layers = model.layers.len();
-        config.validate(
+        let nodes = match &options.nodes {
+            Some(nodes) => {
+                nodes.validate()?;
+                nodes.is_multi_node().then(|| nodes.clone())
+            }
+            None => None,
+        };
+        let mut global = config.clone();
+        if let Some(nodes) = &nodes {
+            global.dp = nodes.global_dp(config.dp);
+        }
+        global.validate(
             layers,
             padded_len(options.seq_len, config.cp),
             options.sequences_per_step,
@@ -180,7 +222,10 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
             .iter()
             .map(|stage| SegmentLayout::of::<Inner<B>, _>(stage).len())
             .collect();
-        let reduces = config.cp * config.dp > 1;
+        let reduces = config.cp * config.dp > 1 || nodes.is_some();
+        if let Some(nodes) = &nodes {
+            nodes.check_data_port()?;
+        }
         let lease = if reduces {
             let lease =
                 CollectiveLease::acquire(options.timeout).ok_or(ParallelError::CollectiveBusy {
@@ -190,7 +235,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         } else {
             None
         };
-        if reduces {
+        if reduces && nodes.is_none() {
             // a previous mesh that failed may have left peers behind
             gradients::reset::<Inner<B>>();
         }
@@ -213,6 +258,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                 control: control.clone(),
                 source: source.clone(),
                 reduce: reduces.then(|| stage_lengths.clone()),
+                nodes: nodes.clone(),
                 fault: options.fault,
                 commands: command_rx,
                 replies: reply_tx.clone(),
@@ -242,16 +288,26 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
             step: 0,
             failure: None,
             lease,
+            nodes,
         };
         let all: Vec<usize> = (0..world).collect();
         trainer.collect(&all, |body| matches!(body, ReplyBody::Ready))?;
         log::info!(
-            "parallel mesh pp={} cp={} dp={} ({} ranks, stage layers {:?}) is up",
+            "parallel mesh pp={} cp={} dp={} ({} ranks, stage layers {:?}) is up{}",
             trainer.config.pp,
             trainer.config.cp,
             trainer.config.dp,
             world,
-            trainer.config.stage_layers
+            trainer.config.stage_layers,
+            match &trainer.nodes {
+                Some(nodes) => format!(
+                    " as node {} of {} (global dp = {})",
+                    nodes.node_rank,
+                    nodes.num_nodes,
+                    nodes.global_dp(trainer.config.dp)
+                ),
+                None => String::new(),
+            }
         );
         Ok(trainer)
     }
@@ -267,7 +323,9 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
     }
 
     /// Runs one optimizer step with learning rate `lr` on `sequences` (indices into the batch
-    /// source), sharded over the replicas and micro-batches.
+    /// source), sharded over the replicas and micro-batches. In a multi-node run `sequences`
+    /// are the whole step's, the same on every node: they are sharded over all `num_nodes * dp`
+    /// replicas and this node runs its own.
     ///
     /// # Errors
     ///
@@ -277,7 +335,17 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         if let Some(failure) = &self.failure {
             return Err(ParallelError::Stopped(Box::new(failure.clone())));
         }
-        let replicas = shard_sequences(sequences, self.config.dp, self.config.micro_batches)?;
+        let replicas = match &self.nodes {
+            None => shard_sequences(sequences, self.config.dp, self.config.micro_batches)?,
+            Some(nodes) => {
+                let dp = self.config.dp;
+                shard_sequences(sequences, nodes.global_dp(dp), self.config.micro_batches)?
+                    .into_iter()
+                    .skip(nodes.node_rank * dp)
+                    .take(dp)
+                    .collect()
+            }
+        };
         let train_nodes = self.source.train_nodes(sequences);
         if train_nodes == 0 {
             return Ok(StepOutput {
@@ -299,16 +367,24 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         for rank in &all {
             self.send(*rank, Command::Step(plan.clone()))?;
         }
-        let replies = self.collect(&all, |body| matches!(body, ReplyBody::Step(_)))?;
+        let replies = self.collect(&all, |body| matches!(body, ReplyBody::Step(..)))?;
+        let mut reduced_loss = None;
         let mut ranks: Vec<RankReport> = replies
             .into_iter()
             .filter_map(|(_, body)| match body {
-                ReplyBody::Step(report) => Some(report),
+                ReplyBody::Step(report, summed) => {
+                    reduced_loss = reduced_loss.or(summed);
+                    Some(report)
+                }
                 _ => None,
             })
             .collect();
         ranks.sort_by_key(|report| report.rank);
-        let loss = ranks.iter().map(|report| report.loss).sum();
+        let loss = match (&self.nodes, reduced_loss) {
+            // the loss of every node, summed by the all-reduce
+            (Some(_), Some(summed)) => summed,
+            _ => ranks.iter().map(|report| report.loss).sum(),
+        };
         Ok(StepOutput {
             loss,
             train_nodes,
@@ -318,13 +394,54 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
     }
 
     /// The current parameters, gathered from replica `(cp_rank 0, dp_rank 0)` of every stage
-    /// onto the device of the model given to [`new`](Self::new).
+    /// (of this process) onto the device of the model given to [`new`](Self::new).
     ///
     /// # Errors
     ///
     /// A worker's failure, or [`ParallelError::Stopped`].
     pub fn model(&mut self) -> Result<GraphTransformer<Inner<B>>, ParallelError> {
         self.replica_model(0, 0)
+    }
+
+    /// The optimizer state of the whole model, gathered from replica `(cp_rank 0, dp_rank 0)` of
+    /// every stage (every replica holds the same state). Save it with the model to resume.
+    ///
+    /// # Errors
+    ///
+    /// A worker's failure, or [`ParallelError::Stopped`].
+    pub fn optimizer_record(&mut self) -> Result<OptimizerRecord<B>, ParallelError> {
+        let ranks = self.replica_ranks(0, 0)?;
+        for rank in &ranks {
+            self.send(*rank, Command::ExportOptimizer)?;
+        }
+        let replies = self.collect(&ranks, |body| matches!(body, ReplyBody::Optimizer(_)))?;
+        let mut record: OptimizerRecord<B> = Default::default();
+        for (_, body) in replies {
+            if let ReplyBody::Optimizer(stage) = body {
+                record.extend(stage);
+            }
+        }
+        Ok(record)
+    }
+
+    /// Replaces the optimizer state of every rank by `record` (each keeps the entries of its
+    /// stage's parameters): resumes from a saved [`optimizer_record`](Self::optimizer_record) or
+    /// from a single-device AdamW's record over the same parameters.
+    ///
+    /// # Errors
+    ///
+    /// A worker's failure, or [`ParallelError::Stopped`].
+    pub fn load_optimizer_record(&mut self, record: OptimizerRecord<B>) -> Result<(), ParallelError> {
+        if let Some(failure) = &self.failure {
+            return Err(ParallelError::Stopped(Box::new(failure.clone())));
+        }
+        let record = Arc::new(record);
+        let all: Vec<usize> = (0..self.shape.world()).collect();
+        for rank in &all {
+            self.send(*rank, Command::ImportOptimizer(record.clone()))?;
+        }
+        self.collect(&all, |body| matches!(body, ReplyBody::OptimizerLoaded))?;
+        Ok(())
     }
 
     /// The current parameters as held by the ranks `(stage, cp_rank, dp_rank)` of every stage.
@@ -340,25 +457,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         cp_rank: usize,
         dp_rank: usize,
     ) -> Result<GraphTransformer<Inner<B>>, ParallelError> {
-        if let Some(failure) = &self.failure {
-            return Err(ParallelError::Stopped(Box::new(failure.clone())));
-        }
-        if cp_rank >= self.shape.cp || dp_rank >= self.shape.dp {
-            return Err(ParallelError::Model {
-                field: "replica",
-                value: cp_rank.max(dp_rank),
-                reason: "cp_rank and dp_rank must be below cp and dp",
-            });
-        }
-        let ranks: Vec<usize> = (0..self.shape.pp)
-            .map(|stage| {
-                self.shape.rank(RankCoord {
-                    stage,
-                    cp_rank,
-                    dp_rank,
-                })
-            })
-            .collect();
+        let ranks = self.replica_ranks(cp_rank, dp_rank)?;
         for rank in &ranks {
             self.send(*rank, Command::Snapshot)?;
         }
@@ -378,7 +477,38 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         })
     }
 
-    fn send(&mut self, rank: usize, command: Command) -> Result<(), ParallelError> {
+    /// The ranks of replica `(cp_rank, dp_rank)`, one per stage in stage order.
+    fn replica_ranks(&self, cp_rank: usize, dp_rank: usize) -> Result<Vec<usize>, ParallelError> {
+        if let Some(failure) = &self.failure {
+            return Err(ParallelError::Stopped(Box::new(failure.clone())));
+        }
+        if cp_rank >= self.shape.cp || dp_rank >= self.shape.dp {
+            return Err(ParallelError::Model {
+                field: "replica",
+                value: cp_rank.max(dp_rank),
+                reason: "cp_rank and dp_rank must be below cp and dp",
+            });
+        }
+        Ok((0..self.shape.pp)
+            .map(|stage| {
+                self.shape.rank(RankCoord {
+                    stage,
+                    cp_rank,
+                    dp_rank,
+                })
+            })
+            .collect())
+    }
+
+    /// Whether a failure resets the process's collective to release waiting ranks: in a
+    /// single-process mesh that all-reduces. Not in multi-node mode: burn-collective's server
+    /// may then be gone or blocked on another node (its client would panic or block), and the
+    /// ranks' waits on it are guarded instead.
+    fn resets(&self) -> bool {
+        self.reduces && self.nodes.is_none()
+    }
+
+    fn send(&mut self, rank: usize, command: Command<B>) -> Result<(), ParallelError> {
         if self.commands[rank].send(command).is_err() {
             let error = ParallelError::PeerGone {
                 rank,
@@ -393,7 +523,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
     /// Records the first failure and stops every rank.
     fn stop(&mut self, error: ParallelError) {
         self.control.abort();
-        if self.reduces {
+        if self.resets() {
             // releases ranks blocked in an all-reduce with a failed peer
             gradients::reset::<Inner<B>>();
         }
@@ -438,7 +568,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                             if failed_at.is_none() {
                                 failed_at = Some(Instant::now());
                                 self.control.abort();
-                                if self.reduces {
+                                if self.resets() {
                                     gradients::reset::<Inner<B>>();
                                 }
                             }
@@ -510,7 +640,7 @@ impl<B: ContextParallelBackend> Drop for ParallelTrainer<B> {
                 self.control.abort();
             }
         }
-        if self.failure.is_some() && self.reduces {
+        if self.failure.is_some() && self.resets() {
             gradients::reset::<Inner<B>>();
         }
         // release the collective only after every rank left it

@@ -2,13 +2,13 @@
 //! replica's micro-batches with ring attention inside every layer, and the gradient all-reduce.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use burn::module::{AutodiffModule, Module};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamWConfig, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor};
@@ -20,17 +20,22 @@ use crate::memory;
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
 use crate::stage::{BlockContext, StageModule, trainable};
+use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
 use megagraph_models::masked_cross_entropy;
-use crate::{InjectedFault, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 /// What the coordinator asks a worker to do.
-pub(crate) enum Command {
+pub(crate) enum Command<B: AutodiffBackend> {
     /// Run one optimizer step.
     Step(Arc<StepPlan>),
     /// Send back a copy of the stage's parameters.
     Snapshot,
+    /// Send back a copy of the stage's optimizer state.
+    ExportOptimizer,
+    /// Replace the stage's optimizer state by the entries of this record that belong to the
+    /// stage's parameters (a whole model's record may be given to every rank).
+    ImportOptimizer(Arc<OptimizerRecord<B>>),
     /// Leave the collective and end the thread.
     Shutdown,
 }
@@ -44,7 +49,7 @@ pub(crate) struct StepPlan {
     pub replicas: Vec<Vec<Vec<usize>>>,
     /// Learning rate.
     pub lr: f64,
-    /// Training nodes of the whole step: the loss normalizer.
+    /// Training nodes of the whole step (every process's sequences): the loss normalizer.
     pub train_nodes: usize,
 }
 
@@ -73,10 +78,15 @@ pub struct RankReport {
 pub(crate) enum ReplyBody<B: AutodiffBackend> {
     /// Set up and registered.
     Ready,
-    /// A step finished.
-    Step(RankReport),
+    /// A step finished; with the loss summed over every rank of every node when the step's
+    /// all-reduce carried it (multi-node runs read it from here).
+    Step(RankReport, Option<f64>),
     /// The stage's parameters.
     Snapshot(Box<StageModule<Inner<B>>>),
+    /// The stage's optimizer state.
+    Optimizer(OptimizerRecord<B>),
+    /// The optimizer state was replaced.
+    OptimizerLoaded,
 }
 
 /// A worker's answer with its rank.
@@ -98,8 +108,10 @@ pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     /// Flat gradient length of every stage (for the mesh-wide all-reduce), `None` when the
     /// stage groups have a single rank and nothing is reduced.
     pub reduce: Option<Vec<usize>>,
+    /// This node's place in a multi-node run (the all-reduce then spans the nodes).
+    pub nodes: Option<NodeConfig>,
     pub fault: Option<InjectedFault>,
-    pub commands: Receiver<Command>,
+    pub commands: Receiver<Command<B>>,
     pub replies: Sender<Reply<B>>,
 }
 
@@ -127,6 +139,19 @@ pub(crate) fn run<B: ContextParallelBackend>(setup: WorkerSetup<B>) {
         rank,
         body: Err(error),
     });
+}
+
+/// The ids of `module`'s float parameters.
+fn param_ids<B: burn::tensor::backend::Backend, M: Module<B>>(module: &M) -> HashSet<ParamId> {
+    struct Ids(HashSet<ParamId>);
+    impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Ids {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0.insert(param.id);
+        }
+    }
+    let mut ids = Ids(HashSet::new());
+    module.visit(&mut ids);
+    ids.0
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -162,7 +187,7 @@ struct Worker<B: ContextParallelBackend> {
     source: Arc<dyn BatchSource<B>>,
     reducer: Option<GradientReducer>,
     fault: Option<InjectedFault>,
-    commands: Receiver<Command>,
+    commands: Receiver<Command<B>>,
     replies: Sender<Reply<B>>,
     /// Time spent waiting for pipeline messages and the all-reduce during the current step.
     waited: Cell<Duration>,
@@ -179,6 +204,8 @@ impl<B: ContextParallelBackend> Worker<B> {
                 setup.shape.world(),
                 lengths,
                 &inner_device,
+                setup.nodes.as_ref(),
+                &setup.control,
             )?),
             None => None,
         };
@@ -224,12 +251,25 @@ impl<B: ContextParallelBackend> Worker<B> {
         while let Ok(command) = self.commands.recv() {
             match command {
                 Command::Step(plan) => {
-                    let report = self.step(&plan, &mut optimizer)?;
-                    self.reply(Ok(ReplyBody::Step(report)));
+                    let (report, reduced_loss) = self.step(&plan, &mut optimizer)?;
+                    self.reply(Ok(ReplyBody::Step(report, reduced_loss)));
                 }
                 Command::Snapshot => {
                     let module = self.module()?.valid();
                     self.reply(Ok(ReplyBody::Snapshot(Box::new(module))));
+                }
+                Command::ExportOptimizer => {
+                    self.reply(Ok(ReplyBody::Optimizer(optimizer.to_record())));
+                }
+                Command::ImportOptimizer(record) => {
+                    let ids = param_ids(self.module()?);
+                    let own = record
+                        .iter()
+                        .filter(|(id, _)| ids.contains(id))
+                        .map(|(id, state)| (*id, state.clone()))
+                        .collect();
+                    optimizer = optimizer.load_record(own);
+                    self.reply(Ok(ReplyBody::OptimizerLoaded));
                 }
                 Command::Shutdown => break,
             }
@@ -273,7 +313,7 @@ impl<B: ContextParallelBackend> Worker<B> {
         &mut self,
         plan: &StepPlan,
         optimizer: &mut O,
-    ) -> Result<RankReport, ParallelError> {
+    ) -> Result<(RankReport, Option<f64>), ParallelError> {
         let started = Instant::now();
         let ring_waited = self.links.ring.waited_seconds();
         self.waited.set(Duration::ZERO);
@@ -323,9 +363,13 @@ impl<B: ContextParallelBackend> Worker<B> {
             }
         }
         let mut segment = accumulated.ok_or_else(|| self.internal("step without micro-batches"))?;
+        let mut reduced_loss = None;
         if let Some(reducer) = &self.reducer {
             let reduce_started = Instant::now();
-            segment = reducer.all_reduce(self.coord.stage, segment)?;
+            let (summed, summed_loss) =
+                reducer.all_reduce(self.coord.stage, segment, loss, plan.step)?;
+            segment = summed;
+            reduced_loss = Some(summed_loss);
             self.waited
                 .set(self.waited.get() + reduce_started.elapsed());
         }
@@ -345,7 +389,7 @@ impl<B: ContextParallelBackend> Worker<B> {
         let seconds = started.elapsed().as_secs_f64();
         let waited =
             self.waited.get().as_secs_f64() + self.links.ring.waited_seconds() - ring_waited;
-        Ok(RankReport {
+        let report = RankReport {
             rank: self.rank,
             coord: self.coord,
             loss,
@@ -353,7 +397,8 @@ impl<B: ContextParallelBackend> Worker<B> {
             seconds,
             busy_seconds: (seconds - waited).max(0.0),
             peak_bytes: memory::thread_peak_bytes(),
-        })
+        };
+        Ok((report, reduced_loss))
     }
 
     /// Forward pass of one micro-batch; returns what its backward needs and its loss (last

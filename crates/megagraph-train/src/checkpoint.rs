@@ -1,8 +1,7 @@
 use std::path::{Path, PathBuf};
 
-use burn::module::{AutodiffModule, Module};
-use burn::optim::Optimizer;
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
+use burn::module::Module;
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Record, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
@@ -63,12 +62,14 @@ impl Checkpointer {
         }
     }
 
-    /// Saves a checkpoint after `state.epoch` epochs.
-    pub fn save<B, M, O>(&self, model: &M, best: &M::InnerModule, optimizer: &O, state: &TrainState) -> Result<()>
+    /// Saves a checkpoint after `state.epoch` epochs: the current parameters `model`, the
+    /// best-validation parameters `best` and the optimizer state `optimizer` (a record over the
+    /// autodiff backend `B`, e.g. `Optimizer::to_record`).
+    pub fn save<B, M, R>(&self, model: &M, best: &M, optimizer: R, state: &TrainState) -> Result<()>
     where
         B: AutodiffBackend,
-        M: AutodiffModule<B>,
-        O: Optimizer<M, B>,
+        M: Module<B::InnerBackend>,
+        R: Record<B>,
     {
         let name = format!("epoch-{:06}", state.epoch);
         let final_dir = self.dir.join(&name);
@@ -86,7 +87,7 @@ impl Checkpointer {
         best.clone()
             .save_file(tmp_dir.join("best"), &recorder)
             .map_err(|e| self.error(&tmp_dir.join("best.mpk"), e))?;
-        Recorder::<B>::record(&recorder, optimizer.to_record(), tmp_dir.join("optimizer"))
+        Recorder::<B>::record(&recorder, optimizer, tmp_dir.join("optimizer"))
             .map_err(|e| self.error(&tmp_dir.join("optimizer.mpk"), e))?;
         let state_json = serde_json::to_vec_pretty(state).map_err(|e| self.error(&tmp_dir, e))?;
         write_atomically(&tmp_dir.join("state.json"), &state_json)?;
@@ -103,10 +104,11 @@ impl Checkpointer {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("epoch-") && name.as_str() != keep {
-                if let Err(err) = std::fs::remove_dir_all(entry.path()) {
-                    log::warn!("cannot remove old checkpoint {}: {err}", entry.path().display());
-                }
+            if name.starts_with("epoch-")
+                && name.as_str() != keep
+                && let Err(err) = std::fs::remove_dir_all(entry.path())
+            {
+                log::warn!("cannot remove old checkpoint {}: {err}", entry.path().display());
             }
         }
     }
@@ -136,13 +138,13 @@ impl Checkpointer {
         }
     }
 
-    /// Loads the model, best model and optimizer state of the latest checkpoint into the given
-    /// (freshly initialized) modules.
-    pub fn load<B, M, O>(&self, model: M, best: M::InnerModule, optimizer: O, device: &B::Device) -> Result<(M, M::InnerModule, O)>
+    /// Loads the parameters, best parameters and optimizer state of the latest checkpoint into
+    /// the given (freshly initialized) modules.
+    pub fn load<B, M, R>(&self, model: M, best: M, device: &B::Device) -> Result<(M, M, R)>
     where
         B: AutodiffBackend,
-        M: AutodiffModule<B>,
-        O: Optimizer<M, B>,
+        M: Module<B::InnerBackend>,
+        R: Record<B>,
     {
         let dir = self
             .latest_dir()?
@@ -156,6 +158,6 @@ impl Checkpointer {
             .map_err(|e| self.error(&dir.join("best.mpk"), e))?;
         let record = Recorder::<B>::load(&recorder, dir.join("optimizer"), device)
             .map_err(|e| self.error(&dir.join("optimizer.mpk"), e))?;
-        Ok((model, best, optimizer.load_record(record)))
+        Ok((model, best, record))
     }
 }

@@ -21,6 +21,8 @@ pub struct TrainConfig {
     pub optimizer: OptimizerConfig,
     /// Epochs, early stopping, seeds and outputs.
     pub training: TrainingConfig,
+    /// How each optimizer step runs: one device, or a `pp x cp x dp` mesh of workers.
+    pub mesh: MeshConfig,
 }
 
 /// How sequences are formed from the graph.
@@ -236,6 +238,8 @@ pub struct TrainingConfig {
     pub checkpoint_dir: Option<PathBuf>,
     /// Continue from the last checkpoint in `checkpoint_dir`.
     pub resume: bool,
+    /// Write SVG training curves (`loss.svg`, `accuracy.svg`) into this directory.
+    pub plot_dir: Option<PathBuf>,
 }
 
 impl Default for TrainingConfig {
@@ -248,7 +252,69 @@ impl Default for TrainingConfig {
             metrics_out: None,
             checkpoint_dir: None,
             resume: false,
+            plot_dir: None,
         }
+    }
+}
+
+/// Mesh section (`[mesh]`): the hybrid parallel layout of every optimizer step. A step processes
+/// the same `training.batch_size` sequences whatever the layout (sharded over `dp` replicas, split
+/// into `micro_batches` for the pipeline and into `cp` blocks per sequence), so with dropout 0 a
+/// run's losses equal the single-device run's. The default, `1 x 1 x 1`, trains on one device
+/// without worker threads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MeshConfig {
+    /// Pipeline-parallel stages. Default: 1.
+    pub pp: usize,
+    /// Context-parallel blocks per sequence. Default: 1.
+    pub cp: usize,
+    /// Data-parallel replicas; must divide `training.batch_size`. Default: 1.
+    pub dp: usize,
+    /// Pipeline micro-batches per step and replica. Default: 1.
+    pub micro_batches: usize,
+    /// Layers of each pipeline stage (`pp` entries summing to the layer count; stage 0 also
+    /// holds the embedding stage). Unset: as even as possible.
+    pub stage_layers: Option<Vec<usize>>,
+    /// Take the layout from a plan instead of the fields above: the path of a JSON file written
+    /// by `megagraph plan --json` (its `best` plan), or `"auto"` to plan for this machine
+    /// (`cluster`) now. Unset: use the fields above.
+    pub plan: Option<String>,
+    /// Cluster description used by `plan = "auto"`. Unset: the built-in `cpu-local` cluster
+    /// (this machine's CPU cores as workers).
+    pub cluster: Option<PathBuf>,
+}
+
+impl Default for MeshConfig {
+    fn default() -> Self {
+        Self {
+            pp: 1,
+            cp: 1,
+            dp: 1,
+            micro_batches: 1,
+            stage_layers: None,
+            plan: None,
+            cluster: None,
+        }
+    }
+}
+
+impl MeshConfig {
+    /// A mesh of `pp` stages (layers split as evenly as possible), `cp` context blocks, `dp`
+    /// replicas and `micro_batches` micro-batches.
+    pub fn new(pp: usize, cp: usize, dp: usize, micro_batches: usize) -> Self {
+        Self {
+            pp,
+            cp,
+            dp,
+            micro_batches,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the run uses a mesh of workers (any degree above 1, a stage split, or a plan).
+    pub fn is_parallel(&self) -> bool {
+        self.pp * self.cp * self.dp * self.micro_batches > 1 || self.stage_layers.is_some() || self.plan.is_some()
     }
 }
 
@@ -338,6 +404,19 @@ impl TrainConfig {
                 "model.hidden",
                 &format!("must be a positive multiple of model.heads ({hidden} is not a multiple of {heads})"),
             );
+        }
+        for (field, value) in [
+            ("mesh.pp", self.mesh.pp),
+            ("mesh.cp", self.mesh.cp),
+            ("mesh.dp", self.mesh.dp),
+            ("mesh.micro_batches", self.mesh.micro_batches),
+        ] {
+            if value == 0 {
+                return invalid(field, "must be at least 1");
+            }
+        }
+        if self.mesh.cluster.is_some() && self.mesh.plan.as_deref() != Some("auto") {
+            return invalid("mesh.cluster", "is only used with mesh.plan = \"auto\" (--plan auto)");
         }
         if self.synthetic.classes < 2 || self.synthetic.nodes < self.synthetic.classes {
             return invalid("synthetic.classes", "needs at least 2 classes and at least one node per class");

@@ -1,6 +1,6 @@
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
-use megagraph_graph::distance::{DistanceIndex, DistanceScope, distance_indexes};
-use megagraph_graph::sequence::{SequenceStrategy, node_sequences};
+use megagraph_graph::distance::{DistanceIndex, DistanceScope, distance_indexes_with_progress};
+use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::Dataset;
 use megagraph_kernels::DistanceBias;
 use rand::{Rng, SeedableRng};
@@ -8,6 +8,8 @@ use rand_chacha::ChaCha8Rng;
 use megagraph_models::{GraphBatch, NodeInput};
 
 use crate::error::Result;
+use crate::progress::PrepareProgress;
+use crate::trainer::Quiet;
 
 /// Which split a node belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +71,22 @@ pub struct NodeBatch<B: Backend> {
 impl SequenceDataset {
     /// Groups the dataset's nodes into sequences and computes their distance indexes (in parallel).
     pub fn new(dataset: Dataset, options: SequenceOptions) -> Result<Self> {
-        let sequences = node_sequences(&dataset.graph, options.seq_len, options.strategy, options.seed);
-        let distances = distance_indexes(&dataset.graph, &sequences, options.max_distance, options.scope)?;
+        Self::with_progress(dataset, options, &Quiet)
+    }
+
+    /// [`new`](Self::new), reporting the partitioning (in nodes) and the distance indexes (in
+    /// sequences) to `progress`.
+    pub fn with_progress(dataset: Dataset, options: SequenceOptions, progress: &dyn PrepareProgress) -> Result<Self> {
+        let graph = &dataset.graph;
+        progress.start("sequences", graph.num_nodes(), "nodes");
+        let advance = |done| progress.advance(done);
+        let sequences = node_sequences_with_progress(graph, options.seq_len, options.strategy, options.seed, &advance);
+        progress.finish();
+        progress.start("distance indexes", sequences.len(), "sequences");
+        let distances =
+            distance_indexes_with_progress(graph, &sequences, options.max_distance, options.scope, &advance);
+        progress.finish();
+        let distances = distances?;
         let mut roles = vec![SplitRole::None; dataset.graph.num_nodes()];
         for (ids, role) in [
             (&dataset.split.train, SplitRole::Train),
@@ -101,6 +117,23 @@ impl SequenceDataset {
         self.roles[node as usize]
     }
 
+    /// Whether `node` is a labelled node of `role` (one that counts in that split's loss and
+    /// accuracy).
+    pub fn is_scored(&self, node: u32, role: SplitRole) -> bool {
+        role != SplitRole::None && self.role(node) == role && self.dataset.labels[node as usize] >= 0
+    }
+
+    /// Whether `node` counts in the training loss: a labelled node of the training split.
+    pub fn is_train_node(&self, node: u32) -> bool {
+        self.is_scored(node, SplitRole::Train)
+    }
+
+    /// Number of training nodes among `nodes` (e.g. a [`NodeBatch`]'s `nodes`): the normalizer
+    /// of a step's loss.
+    pub fn train_nodes(&self, nodes: &[Option<u32>]) -> usize {
+        nodes.iter().flatten().filter(|&&node| self.is_train_node(node)).count()
+    }
+
     /// Builds the batch of the sequences at `indices` on `device`.
     ///
     /// # Panics
@@ -113,6 +146,7 @@ impl SequenceDataset {
     /// Like [`batch`](Self::batch), but each off-diagonal pair of a sequence is, with probability
     /// `p`, moved to the "farther" distance bucket (structure dropout: a DropEdge-style regularizer
     /// on the spatial bias that costs no memory). `dropout = Some((p, seed))`; `None` = none.
+    /// The draws of a sequence depend only on `seed` and its index, not on the rest of the batch.
     pub fn batch_with_structure_dropout<B: Backend>(
         &self,
         indices: &[usize],
@@ -135,11 +169,15 @@ impl SequenceDataset {
             }
         }
         if let Some((p, seed)) = dropout.filter(|(p, _)| *p > 0.0) {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            for (pair, bucket) in distance.iter_mut().enumerate() {
-                let (i, j) = ((pair / seq) % seq, pair % seq);
-                if i != j && rng.random::<f64>() < p {
-                    *bucket = far;
+            // one stream per sequence, keyed by its index: the same sequence gets the same
+            // pairs dropped whichever batch (or data-parallel shard) it is in
+            for (b, &index) in indices.iter().enumerate() {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let block = &mut distance[b * seq * seq..(b + 1) * seq * seq];
+                for (pair, bucket) in block.iter_mut().enumerate() {
+                    if pair / seq != pair % seq && rng.random::<f64>() < p {
+                        *bucket = far;
+                    }
                 }
             }
         }
@@ -150,7 +188,7 @@ impl SequenceDataset {
         let train_weight: Vec<f32> = nodes
             .iter()
             .map(|n| match n {
-                Some(n) if self.role(*n) == SplitRole::Train && self.dataset.labels[*n as usize] >= 0 => 1.0,
+                Some(n) if self.is_train_node(*n) => 1.0,
                 _ => 0.0,
             })
             .collect();

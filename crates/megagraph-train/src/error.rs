@@ -58,6 +58,17 @@ pub enum TrainError {
     /// Running plans to validate them failed.
     #[error(transparent)]
     Validate(#[from] megagraph_planner::ValidateError),
+    /// A plan file (`--plan FILE`) could not be read.
+    #[error("plan file {path}: {message}")]
+    PlanFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The parallel mesh failed (a worker's error names its rank).
+    #[error(transparent)]
+    Parallel(#[from] megagraph_parallel::ParallelError),
     /// An output file (metrics, plots) could not be written.
     #[error("cannot write {path}: {source}")]
     Output {
@@ -66,6 +77,9 @@ pub enum TrainError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A multi-node setup is invalid or the orchestrator cannot start.
+    #[error(transparent)]
+    Nodes(#[from] megagraph_parallel::NodeError),
 }
 
 /// Shorthand for results of this crate.

@@ -1,28 +1,43 @@
 #![warn(missing_docs)]
 //! Training for megagraph: configuration, node sequences as batches, the single-device
-//! node-classification trainer with checkpoints and metrics, and the `megagraph` command line.
+//! node-classification trainer with checkpoints and metrics, the `megagraph` command line, and
+//! [`learner`]: burn-train integration ([`MegaGraphTrainer`], a learning strategy for Burn's
+//! `SupervisedTraining`, with dataset, batcher and model types for node sequences).
 
 mod checkpoint;
 pub mod cli;
 mod config;
+mod curves;
 mod data;
+mod engine;
 mod error;
 mod features;
+pub mod learner;
 mod metrics;
+pub mod parallel;
 pub mod plot;
 mod prepare;
+mod progress;
 mod schedule;
 mod trainer;
 
+/// burn-train, re-exported: `SupervisedTraining`, `Learner`, metrics, checkpointers.
+pub use burn_train;
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DataConfig, DistanceKind, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
+    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
     TrainingConfig,
 };
+pub use curves::write_training_curves;
 pub use data::{NodeBatch, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};
 pub use features::{row_normalized, with_propagated_hops};
+pub use learner::{
+    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ProgressRenderer, ScoredBatch, SequenceBatch, SequenceBatcher,
+    SplitSequences,
+};
 pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};
-pub use prepare::{load_dataset, prepare};
+pub use prepare::{load_dataset, prepare, prepare_with_progress};
+pub use progress::PrepareProgress;
 pub use schedule::WarmupCosine;
 pub use trainer::{NodeClassificationTrainer, Quiet, SplitAccuracy, TrainObserver, TrainOutcome};

@@ -24,7 +24,7 @@ pub struct EpochMetrics {
 }
 
 /// The result of a training run, as written by `--metrics-out`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainReport {
     /// Dataset name.
     pub dataset: String,

@@ -6,6 +6,7 @@ use crate::config::{DistanceKind, SequenceKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
 use crate::error::{Result, TrainError};
 use crate::features::{row_normalized, with_propagated_hops};
+use crate::progress::PrepareProgress;
 
 /// Loads the dataset a configuration names: the directory in `data.dataset`, or the built-in
 /// synthetic graph.
@@ -38,6 +39,11 @@ pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
 
 /// Loads the dataset and turns it into sequences with distance indexes.
 pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
+    prepare_with_progress(config, &crate::Quiet)
+}
+
+/// [`prepare`], reporting the long steps (partitioning, distance indexes) to `progress`.
+pub fn prepare_with_progress(config: &TrainConfig, progress: &dyn PrepareProgress) -> Result<SequenceDataset> {
     config.validate()?;
     let mut dataset = load_dataset(config)?;
     if let Some(features) = &dataset.features {
@@ -68,5 +74,5 @@ pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
         },
         seed: config.training.seed,
     };
-    SequenceDataset::new(dataset, options)
+    SequenceDataset::with_progress(dataset, options, progress)
 }

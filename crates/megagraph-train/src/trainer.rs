@@ -1,17 +1,20 @@
+use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::{AutodiffModule, Module};
-use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::ElementConversion;
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy};
+use burn::optim::AdamWConfig;
+use burn::tensor::backend::Backend;
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig};
+use megagraph_parallel::{ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Checkpointer, TrainState};
-use crate::config::TrainConfig;
+use crate::config::{MeshConfig, TrainConfig};
 use crate::data::{NodeBatch, SequenceDataset, SplitRole};
+use crate::engine::{EngineSetup, Mesh, SingleDevice, StepEngine};
+use crate::parallel::{StepShape, resolve_layout};
 use crate::error::{Result, TrainError};
 use crate::metrics::{EpochMetrics, TrainReport, peak_rss_bytes};
 use crate::schedule::WarmupCosine;
@@ -45,18 +48,46 @@ pub struct TrainOutcome<B: Backend> {
     pub report: TrainReport,
 }
 
-/// Single-device node-classification training of a [`GraphTransformer`] on a
-/// [`SequenceDataset`]: AdamW with warm-up and cosine decay, early stopping on validation
-/// accuracy, the best-validation model kept, checkpoints after every epoch.
+/// Node-classification training of a [`GraphTransformer`] on a [`SequenceDataset`]: AdamW with
+/// warm-up and cosine decay, early stopping on validation accuracy, the best-validation model
+/// kept, checkpoints after every epoch.
+///
+/// Steps run on one device, or on the `pp x cp x dp` mesh of the config's `[mesh]` section
+/// (worker threads through [`megagraph_parallel::ParallelTrainer`]). Either way a step takes the
+/// same sequences, so with dropout 0 the losses agree; checkpoints hold the whole model and its
+/// optimizer state, so a run may resume on another mesh.
 pub struct NodeClassificationTrainer<'a> {
     config: &'a TrainConfig,
-    data: &'a SequenceDataset,
+    data: Arc<SequenceDataset>,
+    nodes: Option<NodeConfig>,
 }
 
 impl<'a> NodeClassificationTrainer<'a> {
-    /// A trainer for `data` configured by `config`.
-    pub fn new(config: &'a TrainConfig, data: &'a SequenceDataset) -> Self {
-        Self { config, data }
+    /// A trainer for `data` (a [`SequenceDataset`] or an `Arc` of one) configured by `config`.
+    pub fn new(config: &'a TrainConfig, data: impl Into<Arc<SequenceDataset>>) -> Self {
+        Self {
+            config,
+            data: data.into(),
+            nodes: None,
+        }
+    }
+
+    /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
+    /// (one device when the layout is `1 x 1 x 1`) and data parallelism spans the nodes. Every
+    /// node must train with the same configuration and data; only node 0 writes checkpoints.
+    pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
+        self.nodes = Some(nodes).filter(NodeConfig::is_multi_node);
+        self
+    }
+
+    /// Whether this process writes checkpoints and reports (node 0, or a single process).
+    pub fn is_lead(&self) -> bool {
+        self.nodes.as_ref().is_none_or(|nodes| nodes.node_rank == 0)
+    }
+
+    /// The dataset.
+    pub fn data(&self) -> &SequenceDataset {
+        &self.data
     }
 
     /// The model configuration this trainer builds for its dataset.
@@ -66,33 +97,66 @@ impl<'a> NodeClassificationTrainer<'a> {
             .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes)
     }
 
+    /// The mesh layout the `[mesh]` section asks for, checked against the model and the data;
+    /// `None` for single-device training.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::InvalidConfig`] naming the field when the layout cannot run, or a plan
+    /// error.
+    pub fn layout(&self) -> Result<Option<ParallelConfig>> {
+        if !self.config.mesh.is_parallel() && self.nodes.is_none() {
+            return Ok(None);
+        }
+        let steps = StepShape {
+            seq_len: self.data.seq_len,
+            sequences_per_step: self.batch_size(),
+            num_sequences: self.data.num_sequences(),
+            nodes: self.nodes.as_ref().map_or(1, |nodes| nodes.num_nodes),
+        };
+        resolve_layout(&self.config.mesh, &self.model_config(), steps).map(Some)
+    }
+
+    fn batch_size(&self) -> usize {
+        self.config.training.batch_size.min(self.data.num_sequences()).max(1)
+    }
+
+    /// Identifies what a checkpoint was trained on; the mesh layout is left out, so a run can
+    /// resume on another layout.
     fn fingerprint(&self) -> String {
         let mut config = self.config.clone();
         config.training.epochs = 0;
         config.training.resume = false;
         config.training.metrics_out = None;
+        config.training.plot_dir = None;
+        config.mesh = MeshConfig::default();
         format!("{:?}", (config, self.data.dataset.name.as_str(), self.data.num_sequences()))
     }
 
-    /// Trains on `device` and returns the best-validation model with the report.
+    /// Trains on `device` (every rank of a mesh uses it) and returns the best-validation model
+    /// with the report.
+    ///
+    /// # Errors
+    ///
+    /// An invalid layout or configuration, a checkpoint that cannot be written or read, a mesh
+    /// failure naming the rank, or [`TrainError::Interrupted`] when `observer` asks to stop.
     pub fn fit<B>(&self, device: &B::Device, observer: &mut dyn TrainObserver) -> Result<TrainOutcome<B::InnerBackend>>
     where
-        B: AutodiffBackend + GraphAttentionBackend,
-        B::InnerBackend: GraphAttentionBackend,
+        B: ContextParallelBackend,
     {
         let config = self.config;
         let training = &config.training;
         let seed = training.seed;
-        let model_config = self.model_config();
+        let layout = self.layout()?;
         B::seed(device, seed);
-        let mut model: GraphTransformer<B> = model_config.init(device);
-        let mut best = model.valid();
-        let mut optimizer = AdamWConfig::new()
-            .with_weight_decay(config.optimizer.weight_decay as f32)
-            .init::<B, GraphTransformer<B>>();
+        let initial: GraphTransformer<B> = self.model_config().init(device);
+        let mut model = initial.valid();
+        let mut best = model.clone();
+        let optimizer = AdamWConfig::new().with_weight_decay(config.optimizer.weight_decay as f32);
 
         let fingerprint = self.fingerprint();
         let checkpointer = training.checkpoint_dir.as_ref().map(Checkpointer::new);
+        let writes_checkpoints = self.is_lead();
         let mut state = TrainState {
             epoch: 0,
             step: 0,
@@ -103,6 +167,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             history: Vec::new(),
             config_fingerprint: fingerprint.clone(),
         };
+        let mut record: Option<OptimizerRecord<B>> = None;
         if training.resume {
             let checkpointer = checkpointer.as_ref().ok_or(TrainError::InvalidConfig {
                 field: "training.resume",
@@ -118,7 +183,9 @@ impl<'a> NodeClassificationTrainer<'a> {
                                 .into(),
                         });
                     }
-                    (model, best, optimizer) = checkpointer.load(model, best, optimizer, device)?;
+                    let loaded;
+                    (model, best, loaded) = checkpointer.load::<B, _, _>(model, best, device)?;
+                    record = Some(loaded);
                     log::info!("resuming after epoch {} from {}", saved.epoch, checkpointer.dir().display());
                     state = saved;
                 }
@@ -127,7 +194,30 @@ impl<'a> NodeClassificationTrainer<'a> {
         }
 
         let num_sequences = self.data.num_sequences();
-        let batch_size = training.batch_size.min(num_sequences).max(1);
+        let batch_size = self.batch_size();
+        let setup = EngineSetup {
+            optimizer,
+            record,
+            data: self.data.clone(),
+            structure_dropout: config.data.structure_dropout,
+            device: device.clone(),
+            nodes: self.nodes.clone(),
+        };
+        let mut engine: Box<dyn StepEngine<B>> = match layout {
+            Some(layout) => {
+                log::info!(
+                    "training on a mesh: pp={} cp={} dp={} micro_batches={} stage_layers={:?}",
+                    layout.pp,
+                    layout.cp,
+                    layout.dp,
+                    layout.micro_batches,
+                    layout.stage_layers
+                );
+                Box::new(Mesh::start(layout, model, setup, batch_size)?)
+            }
+            None => Box::new(SingleDevice::new(model, setup)),
+        };
+
         let steps_per_epoch = num_sequences.div_ceil(batch_size);
         let schedule = WarmupCosine {
             peak: config.optimizer.lr,
@@ -161,40 +251,25 @@ impl<'a> NodeClassificationTrainer<'a> {
             let (mut loss_sum, mut loss_steps, mut lr) = (0.0, 0, schedule.at(state.step));
             for indices in order.chunks(batch_size) {
                 let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
-                let batch: NodeBatch<B> = self.data.batch_with_structure_dropout(
-                    indices,
-                    device,
-                    Some((config.data.structure_dropout, dropout_seed)),
-                );
-                let train_nodes = batch
-                    .nodes
-                    .iter()
-                    .flatten()
-                    .filter(|&&n| self.data.role(n) == SplitRole::Train && self.data.dataset.labels[n as usize] >= 0)
-                    .count();
-                if train_nodes == 0 {
+                let step_lr = schedule.at(state.step);
+                let Some(loss) = engine.step(indices, step_lr, dropout_seed)? else {
                     continue;
-                }
-                lr = schedule.at(state.step);
-                let logits = model.forward(batch.graph);
-                let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, train_nodes);
-                let loss_value = loss.clone().into_scalar().elem::<f64>();
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                model = optimizer.step(lr, model, grads);
+                };
+                lr = step_lr;
                 state.step += 1;
-                loss_sum += loss_value;
+                loss_sum += loss;
                 loss_steps += 1;
-                observer.step_finished(loss_value);
+                observer.step_finished(loss);
             }
 
-            let valid_model = model.valid();
-            let accuracy = self.evaluate(&valid_model, &eval_batches, device);
+            let current = engine.model()?;
+            let accuracy = self.evaluate(&current, &eval_batches, device);
             let improved = accuracy.valid > state.best_valid_accuracy;
             if improved {
                 state.best_valid_accuracy = accuracy.valid;
                 state.best_epoch = epoch;
                 state.epochs_without_improvement = 0;
-                best = valid_model;
+                best = current.clone();
             } else {
                 state.epochs_without_improvement += 1;
             }
@@ -211,8 +286,8 @@ impl<'a> NodeClassificationTrainer<'a> {
             state.epoch = epoch;
             state.history.push(metrics.clone());
             observer.epoch_finished(&metrics, improved);
-            if let Some(checkpointer) = &checkpointer {
-                checkpointer.save(&model, &best, &optimizer, &state)?;
+            if let Some(checkpointer) = checkpointer.as_ref().filter(|_| writes_checkpoints) {
+                checkpointer.save::<B, _, _>(&current, &best, engine.optimizer_record()?, &state)?;
             }
             if observer.should_stop(epoch) {
                 return Err(TrainError::Interrupted { epoch });

@@ -30,7 +30,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn run(config: &TrainConfig) -> TrainReport {
     let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = prepare(config).expect("prepare");
-    NodeClassificationTrainer::new(config, &data)
+    NodeClassificationTrainer::new(config, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
         .expect("train")
         .report
@@ -76,7 +76,7 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     let data = prepare(&first_half).unwrap();
     let turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut stop_after_three = StopAfter(3);
-    let interrupted = NodeClassificationTrainer::new(&first_half, &data)
+    let interrupted = NodeClassificationTrainer::new(&first_half, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut stop_after_three);
     drop(turn);
     assert!(matches!(interrupted, Err(TrainError::Interrupted { epoch: 3 })), "{:?}", interrupted.err());
@@ -107,7 +107,7 @@ fn resume_with_another_configuration_is_refused() {
     config.model.hidden = Some(32);
     let data = prepare(&config).unwrap();
     let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let err = NodeClassificationTrainer::new(&config, &data)
+    let err = NodeClassificationTrainer::new(&config, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
         .err()
         .expect("a different configuration must not resume");

@@ -38,6 +38,19 @@ pub fn node_sequences(
     strategy: SequenceStrategy,
     seed: u64,
 ) -> Vec<Vec<u32>> {
+    node_sequences_with_progress(graph, seq_len, strategy, seed, &|_| {})
+}
+
+/// [`node_sequences`], calling `progress(n)` (possibly from worker threads) each time `n` more
+/// nodes are placed in their final sequence, e.g. to advance a progress bar of
+/// `graph.num_nodes()` steps.
+pub fn node_sequences_with_progress(
+    graph: &Graph,
+    seq_len: usize,
+    strategy: SequenceStrategy,
+    seed: u64,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<Vec<u32>> {
     let seq_len = if seq_len == 0 {
         log::warn!("node_sequences: seq_len 0 treated as 1");
         1
@@ -52,16 +65,18 @@ pub fn node_sequences(
         SequenceStrategy::Random => {
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-            order
+            let sequences = order
                 .chunks(seq_len)
                 .map(|chunk| {
                     let mut s = chunk.to_vec();
                     s.sort_unstable();
                     s
                 })
-                .collect()
+                .collect();
+            progress(n);
+            sequences
         }
-        SequenceStrategy::Locality => partition::partition(graph, seq_len, seed),
+        SequenceStrategy::Locality => partition::partition(graph, seq_len, seed, progress),
     }
 }
 
@@ -238,5 +253,29 @@ mod tests {
         let local = edge_cut(&g, &seqs);
         assert!(local < random, "locality {local} vs random {random}");
         assert!(elapsed.as_secs_f64() < 20.0, "took {elapsed:?}");
+    }
+
+    #[test]
+    fn progress_counts_every_node_once_and_changes_nothing() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let g = PowerLawConfig {
+            num_nodes: 9_000,
+            ..PowerLawConfig::default()
+        }
+        .generate()
+        .unwrap();
+        for strategy in [SequenceStrategy::Locality, SequenceStrategy::Random] {
+            let placed = AtomicUsize::new(0);
+            let calls = AtomicUsize::new(0);
+            let seqs = node_sequences_with_progress(&g, 128, strategy, 3, &|n| {
+                placed.fetch_add(n, Ordering::Relaxed);
+                calls.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(placed.into_inner(), 9_000, "{strategy:?}");
+            if strategy == SequenceStrategy::Locality {
+                assert!(calls.into_inner() >= seqs.len(), "one call per part at least");
+            }
+            assert_eq!(seqs, node_sequences(&g, 128, strategy, 3));
+        }
     }
 }

@@ -40,7 +40,13 @@ const INITIAL_TRIES: u64 = 6;
 const INITIAL_WORK: usize = 400_000;
 
 /// Partitions the nodes of `graph` into `ceil(N / cap)` parts of at most `cap` nodes each.
-pub(crate) fn partition(graph: &Graph, cap: usize, seed: u64) -> Vec<Vec<u32>> {
+/// `progress(n)` is called each time `n` more nodes are in their final part.
+pub(crate) fn partition(
+    graph: &Graph,
+    cap: usize,
+    seed: u64,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<Vec<u32>> {
     let n = graph.num_nodes();
     let k = n.div_ceil(cap);
     let symmetric;
@@ -55,13 +61,16 @@ pub(crate) fn partition(graph: &Graph, cap: usize, seed: u64) -> Vec<Vec<u32>> {
         // Cannot fail: the arcs come from a valid graph with the same node count.
         symmetric = match Graph::from_edges(n, &arcs, &options) {
             Ok(g) => g,
-            Err(_) => return chunks((0..n as u32).collect(), cap),
+            Err(_) => {
+                progress(n);
+                return chunks((0..n as u32).collect(), cap);
+            }
         };
         &symmetric
     };
     let whole = WeightedGraph::from_graph(adj);
     let mut parts =
-        Splitter { cap }.split((0..n as u32).collect(), whole, k, true, mix(seed, 0x5eed));
+        Splitter { cap, progress }.split((0..n as u32).collect(), whole, k, true, mix(seed, 0x5eed));
     for p in &mut parts {
         p.sort_unstable();
     }
@@ -82,8 +91,10 @@ fn mix(seed: u64, salt: u64) -> u64 {
 }
 
 /// The recursion of the bisection.
-struct Splitter {
+struct Splitter<'a> {
     cap: usize,
+    /// Told how many nodes reached their final part.
+    progress: &'a (dyn Fn(usize) + Sync),
 }
 
 /// An undirected graph with node and edge weights, local ids `0..n`.
@@ -173,7 +184,7 @@ impl WeightedGraph {
     }
 }
 
-impl Splitter {
+impl Splitter<'_> {
     /// Splits `nodes` (whose induced subgraph is `g`, local id `i` = `nodes[i]`) into `k` parts.
     /// `coarsen` is false once coarsening stopped paying off higher up the recursion.
     fn split(
@@ -185,6 +196,7 @@ impl Splitter {
         seed: u64,
     ) -> Vec<Vec<u32>> {
         if k <= 1 {
+            (self.progress)(nodes.len());
             // The balance bounds guarantee nodes.len() <= cap; chunking is only a safety net.
             return if nodes.len() <= self.cap {
                 vec![nodes]

@@ -1,5 +1,7 @@
 //! The `megagraph` command line.
 
+mod nodes;
+mod orchestrator;
 mod plan;
 mod profile;
 mod train;
@@ -8,6 +10,8 @@ use clap::{Args, Parser, Subcommand};
 
 pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
 pub use profile::{ProfileArgs, ProfilingArgs};
+pub use nodes::NodeArgs;
+pub use orchestrator::OrchestratorArgs;
 pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
 use crate::config::ModelConfig;
@@ -48,7 +52,18 @@ impl ModelShapeArgs {
 
 /// Train Graph Transformers on large graphs.
 #[derive(Debug, Parser)]
-#[command(name = "megagraph", version, about, long_about = None)]
+#[command(
+    name = "megagraph",
+    version,
+    about = "Train Graph Transformers on graphs too large for one device, and plan their parallel layout.",
+    long_about = None,
+    after_help = "Examples:\n  \
+      megagraph train                                    # the built-in synthetic graph\n  \
+      megagraph train --dataset DIR --plot plots         # an OGB-layout dataset, with SVG curves\n  \
+      megagraph train --config configs/train/cora.toml   # every option from a file\n  \
+      megagraph plan --cluster configs/clusters/h200-8x-nvlink.toml --seq-len 262144\n\n\
+      `megagraph <COMMAND> --help` lists a command's options."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -57,25 +72,31 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+// parsed once per process: the size difference between `Train` and the others costs nothing
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Train a Graph Transformer for node classification and report its accuracy.
     ///
     /// With no arguments it trains on the built-in synthetic graph. Flags override the config
     /// file, which overrides the defaults.
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Choose a parallel plan (pp x cp x dp, micro-batches, layer split) for a model on a cluster
     /// and explain the choice.
     Plan(PlanArgs),
     /// Measure the time and memory of the model's parts on this machine (cached) and print the
     /// profile that `plan --profile measured` uses.
     Profile(ProfileArgs),
+    /// Run the orchestrator of a multi-node run: the nodes register with it to find each other
+    /// (see the README, "Several machines"). Runs until Ctrl-C.
+    Orchestrator(OrchestratorArgs),
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train(args) => train::train(&args.to_config()?),
+        Command::Train(args) => train::train(&args.to_config()?, args.nodes.to_node_config()?),
         Command::Plan(args) => plan::plan(&args),
         Command::Profile(args) => profile::profile(&args),
+        Command::Orchestrator(args) => orchestrator::orchestrator(&args),
     }
 }

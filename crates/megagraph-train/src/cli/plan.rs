@@ -96,17 +96,14 @@ impl ModelSpecArgs {
             reason: format!("must be one of {:?}", ModelPreset::ALL.map(|(n, _)| n)),
         })?;
         let base = preset.apply(megagraph_models::GraphTransformerConfig::new(1, self.classes));
-        Ok(ModelShape {
-            layers: self.shape.layers.unwrap_or(base.num_layers),
-            heads: self.shape.heads.unwrap_or(base.num_heads),
+        Ok(ModelShape::of(&megagraph_models::GraphTransformerConfig {
+            num_layers: self.shape.layers.unwrap_or(base.num_layers),
+            num_heads: self.shape.heads.unwrap_or(base.num_heads),
             hidden: self.shape.hidden.unwrap_or(base.hidden),
-            ffn: self.shape.ffn_hidden.unwrap_or(base.ffn_hidden),
-            feature_dim: self.feature_dim,
-            num_classes: self.classes,
-            distance_buckets: base.num_buckets(),
-            degree_buckets: base.max_degree + 1,
-            key_tile: base.block_size,
-        })
+            ffn_hidden: self.shape.ffn_hidden.unwrap_or(base.ffn_hidden),
+            feature_dim: Some(self.feature_dim),
+            ..base
+        }))
     }
 }
 

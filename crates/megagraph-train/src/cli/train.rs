@@ -3,10 +3,13 @@ use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use clap::Args;
+use megagraph_parallel::NodeConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::ModelShapeArgs;
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
+use crate::curves::write_training_curves;
+use crate::progress::PrepareProgress;
 use crate::error::Result;
 use crate::metrics::EpochMetrics;
 use crate::trainer::{NodeClassificationTrainer, TrainObserver};
@@ -83,9 +86,39 @@ pub struct TrainArgs {
     /// Write a checkpoint after every epoch into this directory.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
+    /// Write SVG training curves into this directory: loss.svg (training loss per epoch) and
+    /// accuracy.svg (train, valid and test accuracy per epoch).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Continue from the last checkpoint in --checkpoint-dir.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
+    /// Pipeline-parallel stages (worker threads; see the `[mesh]` config section).
+    #[arg(long, value_name = "P", help_heading = "Parallel layout")]
+    pub pp: Option<usize>,
+    /// Context-parallel blocks per sequence.
+    #[arg(long, value_name = "C", help_heading = "Parallel layout")]
+    pub cp: Option<usize>,
+    /// Data-parallel replicas (must divide --batch-size).
+    #[arg(long, value_name = "D", help_heading = "Parallel layout")]
+    pub dp: Option<usize>,
+    /// Pipeline micro-batches per step and replica.
+    #[arg(long, value_name = "M", help_heading = "Parallel layout")]
+    pub micro_batches: Option<usize>,
+    /// Layers of each pipeline stage, comma-separated (e.g. 6,10); default: as even as possible.
+    #[arg(long, value_name = "L0,L1,...", value_delimiter = ',', help_heading = "Parallel layout")]
+    pub stage_layers: Option<Vec<usize>>,
+    /// Run the layout of a plan: a `megagraph plan --json` file, or `auto` to plan for this
+    /// machine (or --cluster) now. Replaces --pp/--cp/--dp/--micro-batches/--stage-layers.
+    #[arg(long, value_name = "FILE|auto", help_heading = "Parallel layout",
+          conflicts_with_all = ["pp", "cp", "dp", "micro_batches", "stage_layers"])]
+    pub plan: Option<String>,
+    /// Cluster description for `--plan auto` (default: the built-in cpu-local one).
+    #[arg(long, value_name = "FILE.toml", requires = "plan", help_heading = "Parallel layout")]
+    pub cluster: Option<PathBuf>,
+    /// Multi-node data parallelism (this process is one node).
+    #[command(flatten, next_help_heading = "Several machines")]
+    pub nodes: super::NodeArgs,
     /// Directory of the parsed-dataset cache (default: $MEGAGRAPH_CACHE or ~/.cache/megagraph).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -167,18 +200,38 @@ impl TrainArgs {
             c.training.checkpoint_dir = self.checkpoint_dir.clone();
         }
         c.training.resume |= self.resume;
+        if self.plot.is_some() {
+            c.training.plot_dir = self.plot.clone();
+        }
         if self.cache_dir.is_some() {
             c.data.cache_dir = self.cache_dir.clone();
         }
         c.data.no_cache |= self.no_cache;
+        set(&mut c.mesh.pp, &self.pp);
+        set(&mut c.mesh.cp, &self.cp);
+        set(&mut c.mesh.dp, &self.dp);
+        set(&mut c.mesh.micro_batches, &self.micro_batches);
+        if self.stage_layers.is_some() {
+            c.mesh.stage_layers = self.stage_layers.clone();
+        }
+        if self.plan.is_some() {
+            c.mesh.plan = self.plan.clone();
+        }
+        if self.cluster.is_some() {
+            c.mesh.cluster = self.cluster.clone();
+        }
         c.validate()?;
         Ok(c)
     }
 }
 
-/// `megagraph train`: prepares the data, trains on the CPU and prints the result.
-pub fn train(config: &TrainConfig) -> Result<()> {
-    let data = crate::prepare::prepare(config)?;
+/// `megagraph train`: prepares the data, trains on the CPU (one device, or a mesh of worker
+/// threads) and prints the result.
+///
+/// With `nodes`, this process is one node of a multi-node run; only node 0 writes the metrics,
+/// plots and checkpoints.
+pub fn train(config: &TrainConfig, nodes: Option<NodeConfig>) -> Result<()> {
+    let data = crate::prepare::prepare_with_progress(config, &PrepareBars::default())?;
     let d = &data.dataset;
     println!(
         "dataset {}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",
@@ -189,7 +242,22 @@ pub fn train(config: &TrainConfig) -> Result<()> {
         data.num_sequences(),
         data.seq_len
     );
-    let trainer = NodeClassificationTrainer::new(config, &data);
+    let mut trainer = NodeClassificationTrainer::new(config, data);
+    if let Some(nodes) = nodes {
+        println!("node {} of {}", nodes.node_rank, nodes.num_nodes);
+        trainer = trainer.with_nodes(nodes);
+    }
+    if let Some(layout) = trainer.layout()? {
+        println!(
+            "mesh: pp={} cp={} dp={} ({} workers), {} micro-batches, stage layers {:?}",
+            layout.pp,
+            layout.cp,
+            layout.dp,
+            layout.world_size(),
+            layout.micro_batches,
+            layout.stage_layers
+        );
+    }
     let mut progress = Progress::new();
     let outcome = trainer.fit::<Autodiff<Flex>>(&Default::default(), &mut progress)?;
     let r = &outcome.report;
@@ -197,9 +265,14 @@ pub fn train(config: &TrainConfig) -> Result<()> {
         "{}: best epoch {} of {}, valid accuracy {:.4}, test accuracy {:.4} ({:.2} s/epoch, {} parameters)",
         r.stopped, r.best_epoch, r.epochs_run, r.best_valid_accuracy, r.test_accuracy, r.seconds_per_epoch, r.params
     );
-    if let Some(path) = &config.training.metrics_out {
+    if let Some(path) = config.training.metrics_out.as_ref().filter(|_| trainer.is_lead()) {
         r.write_json(path)?;
         println!("metrics written to {}", path.display());
+    }
+    if let Some(dir) = config.training.plot_dir.as_ref().filter(|_| trainer.is_lead()) {
+        for path in write_training_curves(r, dir)? {
+            println!("curve written to {}", path.display());
+        }
     }
     Ok(())
 }
@@ -254,6 +327,47 @@ impl TrainObserver for Progress {
         match self.bar.take() {
             Some(bar) => bar.finish_with_message(line),
             None => eprintln!("{line}"),
+        }
+    }
+}
+
+/// Progress bars of the preparation steps (partitioning, distance indexes), drawn on stderr
+/// when it is a terminal.
+#[derive(Default)]
+struct PrepareBars {
+    bar: std::sync::Mutex<Option<ProgressBar>>,
+}
+
+impl PrepareProgress for PrepareBars {
+    fn start(&self, step: &str, total: usize, unit: &str) {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = ProgressBar::new(total as u64);
+        let template = format!("{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})");
+        let style = ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(step.to_string());
+        if let Ok(mut slot) = self.bar.lock() {
+            *slot = Some(bar);
+        }
+    }
+
+    fn advance(&self, done: usize) {
+        if let Ok(slot) = self.bar.lock()
+            && let Some(bar) = slot.as_ref()
+        {
+            bar.inc(done as u64);
+        }
+    }
+
+    fn finish(&self) {
+        if let Ok(mut slot) = self.bar.lock()
+            && let Some(bar) = slot.take()
+        {
+            bar.finish_and_clear();
         }
     }
 }

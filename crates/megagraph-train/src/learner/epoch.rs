@@ -1,0 +1,88 @@
+//! The epochs of [`MegaGraphTrainer`](super::MegaGraphTrainer) on one device: a training epoch
+//! (forward, backward and optimizer step per batch, with gradient accumulation) and a
+//! validation epoch, each reporting every batch to Burn's event processor.
+
+use burn::data::dataloader::Progress;
+use burn::module::AutodiffModule;
+use burn::optim::GradientsAccumulator;
+use burn_train::{
+    EventProcessorTraining, InferenceStep, Interrupter, Learner, LearnerEvent, LearningComponentsTypes,
+    SupervisedTrainingEventProcessor, TrainLoader, TrainingItem, ValidLoader,
+};
+
+/// Runs one training epoch of `learner` over `loader` on one device.
+pub(super) fn train_epoch<LC: LearningComponentsTypes>(
+    learner: &mut Learner<LC>,
+    loader: &TrainLoader<LC>,
+    grad_accumulation: Option<usize>,
+    epochs: &Progress,
+    processor: &mut SupervisedTrainingEventProcessor<LC>,
+    interrupter: &Interrupter,
+) {
+    let epoch = epochs.items_processed;
+    log::info!("training epoch {epoch}");
+    let mut iterator = loader.iter();
+    let mut iteration = 0;
+    let mut accumulator = GradientsAccumulator::new();
+    let mut accumulated = 0;
+    while let Some(batch) = iterator.next() {
+        iteration += 1;
+        learner.lr_step();
+        let progress = iterator.progress();
+        let output = learner.train_step(batch);
+        match grad_accumulation {
+            Some(every) => {
+                accumulator.accumulate(&learner.model(), output.grads);
+                accumulated += 1;
+                if accumulated >= every {
+                    learner.optimizer_step(accumulator.grads());
+                    accumulated = 0;
+                }
+            }
+            None => learner.optimizer_step(output.grads),
+        }
+        let item = TrainingItem::new(output.item, progress, epochs.clone(), Some(iteration), Some(learner.lr_current()));
+        processor.process_train(LearnerEvent::ProcessedItem(item));
+        if interrupter.should_stop() {
+            break;
+        }
+    }
+    processor.process_train(LearnerEvent::EndEpoch(epoch));
+}
+
+/// Runs one validation epoch of `learner`'s current model over `loader`.
+pub(super) fn valid_epoch<LC: LearningComponentsTypes>(
+    learner: &Learner<LC>,
+    loader: &ValidLoader<LC>,
+    epochs: &Progress,
+    processor: &mut SupervisedTrainingEventProcessor<LC>,
+    interrupter: &Interrupter,
+) {
+    let epoch = epochs.items_processed;
+    log::info!("validation epoch {epoch}");
+    let model = learner.model().valid();
+    let mut iterator = loader.iter();
+    let mut iteration = 0;
+    while let Some(batch) = iterator.next() {
+        iteration += 1;
+        let progress = iterator.progress();
+        let item = TrainingItem::new(model.step(batch), progress, epochs.clone(), Some(iteration), None);
+        processor.process_valid(LearnerEvent::ProcessedItem(item));
+        if interrupter.should_stop() {
+            break;
+        }
+    }
+    processor.process_valid(LearnerEvent::EndEpoch(epoch));
+}
+
+/// Waits until the event processor has handled every event sent so far, so that the metrics of
+/// the epoch are in the event store before the checkpointer and early stopping read them.
+///
+/// Burn's processor runs on its own thread behind a channel of capacity 1: the second of two
+/// no-op events (`Start` on the validation side does nothing) is accepted only once the worker
+/// took the first, that is after it finished every earlier event. (Burn 0.21's default strategy
+/// skips this and may read an epoch's metrics before they are logged.)
+pub(super) fn drain<LC: LearningComponentsTypes>(processor: &mut SupervisedTrainingEventProcessor<LC>) {
+    processor.process_valid(LearnerEvent::Start);
+    processor.process_valid(LearnerEvent::Start);
+}

@@ -1,0 +1,84 @@
+//! [`NodeClassifier`]: a [`GraphTransformer`] as a burn-train model.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy};
+
+use super::{ScoredBatch, SequenceBatch};
+
+/// A [`GraphTransformer`] trained for node classification with burn-train: its
+/// [`TrainStep`] and [`InferenceStep`] take a [`SequenceBatch`] and return a
+/// [`ClassificationOutput`] over the batch's scored nodes, so Burn's `LossMetric`,
+/// `AccuracyMetric` and the other classification metrics apply unchanged.
+///
+/// The loss is [`masked_cross_entropy`] over the scored nodes (the mean over them), the same as
+/// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer)'s.
+#[derive(Module, Debug)]
+pub struct NodeClassifier<B: Backend> {
+    /// The Graph Transformer.
+    pub model: GraphTransformer<B>,
+}
+
+impl<B: Backend> NodeClassifier<B> {
+    /// Wraps `model`.
+    pub fn new(model: GraphTransformer<B>) -> Self {
+        Self { model }
+    }
+
+    /// Initializes a fresh model from `config` on `device`. Its parameters are drawn now (not
+    /// lazily at first use), so every clone of it — the learner's, a mesh's — holds the same
+    /// values.
+    pub fn init(config: &GraphTransformerConfig, device: &B::Device) -> Self {
+        struct Materialize;
+        impl<B: Backend> ModuleVisitor<B> for Materialize {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+                let _ = param.val();
+            }
+        }
+        let model = Self::new(config.init(device));
+        model.visit(&mut Materialize);
+        model
+    }
+
+    /// The Graph Transformer.
+    pub fn into_inner(self) -> GraphTransformer<B> {
+        self.model
+    }
+}
+
+impl<B: GraphAttentionBackend> NodeClassifier<B> {
+    /// The loss and the logits of the scored nodes of a batch.
+    ///
+    /// - `output`: `[scored, classes]`; `targets`: `[scored]`; `loss`: `[1]`
+    pub fn forward_classification(&self, batch: ScoredBatch<B>) -> ClassificationOutput<B> {
+        let logits = self.model.forward(batch.graph);
+        let loss = masked_cross_entropy(logits.clone(), batch.labels, batch.weight, batch.scored);
+        let [rows, seq, classes] = logits.dims();
+        let output = logits.reshape([rows * seq, classes]).select(0, batch.positions);
+        ClassificationOutput::new(loss, output, batch.targets)
+    }
+}
+
+impl<B> TrainStep for NodeClassifier<B>
+where
+    B: AutodiffBackend + GraphAttentionBackend,
+{
+    type Input = SequenceBatch<B>;
+    type Output = ClassificationOutput<B>;
+
+    fn step(&self, batch: SequenceBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
+        let output = self.forward_classification(batch.tensors());
+        TrainOutput::new(self, output.loss.backward(), output)
+    }
+}
+
+impl<B: GraphAttentionBackend> InferenceStep for NodeClassifier<B> {
+    type Input = SequenceBatch<B>;
+    type Output = ClassificationOutput<B>;
+
+    fn step(&self, batch: SequenceBatch<B>) -> ClassificationOutput<B> {
+        self.forward_classification(batch.tensors())
+    }
+}

@@ -1,0 +1,222 @@
+//! [`MegaGraphTrainer`]: the burn-train learning strategy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use burn::data::dataloader::Progress;
+use burn::optim::AdamWConfig;
+use burn::tensor::backend::AutodiffBackend;
+use burn_train::{
+    Learner, LearningComponentsTypes, SupervisedLearningStrategy, SupervisedTrainingEventProcessor,
+    TrainLoader, TrainingComponents, TrainingModel, TrainingStrategy, ValidLoader,
+};
+use megagraph_models::{GraphAttentionBackend, GraphTransformerConfig};
+use megagraph_parallel::{ContextParallelBackend, ParallelConfig, ParallelConfigError, padded_len};
+
+use super::NodeClassifier;
+use super::epoch::{drain, train_epoch, valid_epoch};
+use super::mesh::Mesh;
+
+/// Where a [`MegaGraphTrainer`] runs the training steps.
+#[derive(Clone, Debug)]
+pub enum Placement<B: AutodiffBackend> {
+    /// Every step on one device, with the learner's optimizer.
+    SingleDevice(B::Device),
+    /// Every step on a `pp x cp x dp` mesh of worker threads.
+    Parallel(ParallelPlacement<B>),
+}
+
+/// A parallel plan and what the mesh needs besides the learner.
+#[derive(Clone, Debug)]
+pub struct ParallelPlacement<B: AutodiffBackend> {
+    /// The plan: degrees, micro-batches and layers per stage.
+    pub config: ParallelConfig,
+    /// One device per rank (rank order), or one device shared by all ranks.
+    pub devices: Vec<B::Device>,
+    /// The optimizer each rank runs on its own parameters. Default: AdamW's defaults.
+    pub optimizer: AdamWConfig,
+    /// How long a rank waits for a peer before failing. Default: 600 s.
+    pub timeout: Duration,
+}
+
+/// A burn-train learning strategy that trains a megagraph [`NodeClassifier`] under a parallel
+/// plan: on a single device, under a given [`ParallelConfig`], or under the planner's choice
+/// ([`from_plan`](Self::from_plan)).
+///
+/// Plug it into Burn's `SupervisedTraining` with
+/// `.with_training_strategy(trainer.into_strategy())`; Burn's metrics (`LossMetric`,
+/// `AccuracyMetric`, ...), renderer, checkpointer, early stopping and interrupter keep working.
+///
+/// - **Single device**: the learner's model, optimizer and learning-rate scheduler, step by step
+///   (gradient accumulation included), like Burn's default strategy.
+/// - **Parallel**: the learner's model is split into stages and copied to the ranks of a
+///   `pp x cp x dp` mesh ([`megagraph_parallel::ParallelTrainer`]); each training batch's
+///   sequence indices go to the mesh, which builds each rank's share of the batch itself. The
+///   learner's scheduler sets the learning rate of every step; each rank runs
+///   [`ParallelPlacement::optimizer`] on its own parameters (the learner's optimizer is not
+///   used). After each epoch the parameters come back into the learner, then validation,
+///   checkpointing and early stopping run on the main device as usual. Training items report
+///   the mesh's loss, with no logits (`output` has 0 rows): register accuracy-like metrics for
+///   validation only. A checkpoint holds the model and scheduler; the ranks' optimizer moments
+///   restart on resume.
+///
+/// # Panics
+///
+/// `fit` (called by `SupervisedTraining::launch`) panics when a parallel mesh cannot start or a
+/// rank fails, with the cause in the message: burn-train strategies return no errors. Call
+/// [`check`](Self::check) first to catch a configuration that does not fit.
+#[derive(Clone, Debug)]
+pub struct MegaGraphTrainer<B: AutodiffBackend> {
+    placement: Placement<B>,
+}
+
+impl<B: AutodiffBackend> MegaGraphTrainer<B> {
+    /// Trains on `device`.
+    pub fn single_device(device: B::Device) -> Self {
+        Self {
+            placement: Placement::SingleDevice(device),
+        }
+    }
+
+    /// Trains under `config`: rank `r` on `devices[r]`, or every rank on `devices[0]` when one
+    /// device is given (threads sharing a CPU, for instance; no device = the default one).
+    /// The configuration is checked against the model and the batches when training starts.
+    pub fn parallel(config: ParallelConfig, devices: Vec<B::Device>) -> Self {
+        let devices = if devices.is_empty() { vec![Default::default()] } else { devices };
+        Self {
+            placement: Placement::Parallel(ParallelPlacement {
+                config,
+                devices,
+                optimizer: AdamWConfig::new(),
+                timeout: Duration::from_secs(600),
+            }),
+        }
+    }
+
+    /// Trains under the planner's choice ([`megagraph_planner::PlanReport::best`]).
+    pub fn from_plan(plan: &megagraph_planner::Plan, devices: Vec<B::Device>) -> Self {
+        Self::parallel(plan.to_parallel_config(), devices)
+    }
+
+    /// Sets the optimizer of the ranks of a parallel placement (ignored on a single device,
+    /// where the learner's optimizer runs).
+    pub fn with_optimizer(mut self, optimizer: AdamWConfig) -> Self {
+        if let Placement::Parallel(parallel) = &mut self.placement {
+            parallel.optimizer = optimizer;
+        }
+        self
+    }
+
+    /// Sets how long a rank of a parallel placement waits for a peer.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        if let Placement::Parallel(parallel) = &mut self.placement {
+            parallel.timeout = timeout;
+        }
+        self
+    }
+
+    /// Checks a parallel placement against a model, the sequence length and the batch size
+    /// (sequences per step) before training; a single device always passes. Training under a
+    /// configuration that does not fit panics when the mesh starts.
+    ///
+    /// # Errors
+    ///
+    /// The first mismatch, e.g. a `dp` that does not divide the batch size.
+    pub fn check(&self, model: &GraphTransformerConfig, seq_len: usize, batch_size: usize) -> Result<(), ParallelConfigError> {
+        match &self.placement {
+            Placement::SingleDevice(_) => Ok(()),
+            Placement::Parallel(parallel) => {
+                let config = &parallel.config;
+                config.validate(model.num_layers, padded_len(seq_len, config.cp), batch_size)
+            }
+        }
+    }
+
+    /// Where the steps run.
+    pub fn placement(&self) -> &Placement<B> {
+        &self.placement
+    }
+
+    /// The main device: where the learner's model lives, validation runs and the parameters
+    /// come back to.
+    pub fn main_device(&self) -> &B::Device {
+        match &self.placement {
+            Placement::SingleDevice(device) => device,
+            Placement::Parallel(parallel) => &parallel.devices[0],
+        }
+    }
+
+    /// This strategy as Burn's `TrainingStrategy`, for
+    /// `SupervisedTraining::with_training_strategy`.
+    pub fn into_strategy<LC>(self) -> TrainingStrategy<LC>
+    where
+        LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
+        B: ContextParallelBackend,
+        B::InnerBackend: GraphAttentionBackend,
+    {
+        TrainingStrategy::Custom(Arc::new(self))
+    }
+}
+
+impl<B, LC> SupervisedLearningStrategy<LC> for MegaGraphTrainer<B>
+where
+    B: ContextParallelBackend,
+    B::InnerBackend: GraphAttentionBackend,
+    LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
+{
+    fn fit(
+        &self,
+        components: TrainingComponents<LC>,
+        mut learner: Learner<LC>,
+        train: TrainLoader<LC>,
+        valid: ValidLoader<LC>,
+        starting_epoch: usize,
+    ) -> (TrainingModel<LC>, SupervisedTrainingEventProcessor<LC>) {
+        let device = self.main_device().clone();
+        let train = train.to_device(&device);
+        let valid = valid.to_device(&device);
+        learner.fork(&device);
+        let mut processor = components.event_processor;
+        let mut checkpointer = components.checkpointer;
+        let mut early_stopping = components.early_stopping;
+        let interrupter = components.interrupter;
+        let mut mesh = match &self.placement {
+            Placement::SingleDevice(_) => None,
+            Placement::Parallel(parallel) => Some(Mesh::<B>::new(parallel.clone())),
+        };
+
+        for epoch in starting_epoch..=components.num_epochs {
+            let epochs = Progress {
+                items_processed: epoch,
+                items_total: components.num_epochs,
+            };
+            match &mut mesh {
+                None => train_epoch(
+                    &mut learner,
+                    &train,
+                    components.grad_accumulation,
+                    &epochs,
+                    &mut processor,
+                    &interrupter,
+                ),
+                Some(mesh) => mesh.train_epoch(&mut learner, &train, &epochs, &mut processor, &interrupter),
+            }
+            if interrupter.should_stop() {
+                let reason = interrupter.get_message().unwrap_or_else(|| "no reason given".into());
+                log::info!("training interrupted: {reason}");
+                break;
+            }
+            valid_epoch(&learner, &valid, &epochs, &mut processor, &interrupter);
+            drain::<LC>(&mut processor);
+            if let Some(checkpointer) = &mut checkpointer {
+                checkpointer.checkpoint(&learner, epoch, &components.event_store);
+            }
+            if let Some(early_stopping) = &mut early_stopping
+                && early_stopping.should_stop(epoch, &components.event_store)
+            {
+                break;
+            }
+        }
+        (learner.model(), processor)
+    }
+}

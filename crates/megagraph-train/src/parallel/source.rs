@@ -1,0 +1,75 @@
+//! [`DatasetSource`]: a [`SequenceDataset`] as the batch source of a parallel mesh.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use burn::tensor::backend::Backend;
+use megagraph_parallel::{BatchSource, TrainBatch};
+
+use crate::data::{NodeBatch, SequenceDataset};
+
+/// The training batches of a [`SequenceDataset`] for [`megagraph_parallel::ParallelTrainer`]:
+/// every rank builds the rows of its micro-batch from the shared dataset, exactly as the
+/// single-device trainer builds its batch (same labels, weights and structural inputs).
+///
+/// Structure dropout, when `p > 0`, draws per sequence from the seed set with
+/// [`set_step_seed`](Self::set_step_seed) before each step, so a sharded step drops the same
+/// node pairs as the single-device step.
+pub struct DatasetSource {
+    data: Arc<SequenceDataset>,
+    structure_dropout: f64,
+    step_seed: AtomicU64,
+}
+
+impl DatasetSource {
+    /// A source over `data` with structure dropout probability `structure_dropout` (0 = none).
+    pub fn new(data: Arc<SequenceDataset>, structure_dropout: f64) -> Self {
+        Self {
+            data,
+            structure_dropout,
+            step_seed: AtomicU64::new(0),
+        }
+    }
+
+    /// The dataset.
+    pub fn data(&self) -> &SequenceDataset {
+        &self.data
+    }
+
+    /// Sets the structure-dropout seed of the next step (call before
+    /// [`ParallelTrainer::step`](megagraph_parallel::ParallelTrainer::step)).
+    pub fn set_step_seed(&self, seed: u64) {
+        self.step_seed.store(seed, Ordering::SeqCst);
+    }
+}
+
+impl<B: Backend> BatchSource<B> for DatasetSource {
+    fn batch(&self, sequences: &[usize], device: &B::Device) -> Result<TrainBatch<B>, String> {
+        let count = self.data.num_sequences();
+        if let Some(bad) = sequences.iter().find(|&&index| index >= count) {
+            return Err(format!("sequence {bad} is out of range: the dataset has {count} sequences"));
+        }
+        let dropout = (self.structure_dropout > 0.0)
+            .then(|| (self.structure_dropout, self.step_seed.load(Ordering::SeqCst)));
+        let NodeBatch {
+            graph,
+            labels,
+            train_weight,
+            ..
+        } = self.data.batch_with_structure_dropout(sequences, device, dropout);
+        Ok(TrainBatch {
+            graph,
+            labels,
+            train_weight,
+        })
+    }
+
+    fn train_nodes(&self, sequences: &[usize]) -> usize {
+        sequences
+            .iter()
+            .filter_map(|&index| self.data.sequences.get(index))
+            .flatten()
+            .filter(|&&node| self.data.is_train_node(node))
+            .count()
+    }
+}

@@ -1,0 +1,307 @@
+//! `MegaGraphTrainer` inside Burn's `SupervisedTraining`, on a small synthetic (CSBM) graph:
+//! it learns with Burn's metrics, stops early, resumes from Burn's checkpoints exactly, and
+//! equals Burn's own single-device strategy step for step.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::backend::{Autodiff, Flex};
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::module::{AutodiffModule, Module};
+use burn::optim::AdamWConfig;
+use burn::optim::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::backend::Backend;
+use megagraph_models::GraphTransformer;
+use megagraph_train::burn_train::metric::store::{Aggregate, Direction, Split};
+use megagraph_train::burn_train::metric::{AccuracyMetric, LossMetric};
+use megagraph_train::burn_train::{
+    ExecutionStrategy, Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining, TrainingStrategy,
+};
+use megagraph_train::{
+    MegaGraphTrainer, NodeClassificationTrainer, NodeClassifier, SequenceBatch, SequenceBatcher, SequenceDataset,
+    SplitRole, SplitSequences, TrainConfig, prepare,
+};
+
+type B = Autodiff<Flex>;
+type Inner = Flex;
+
+fn tiny_config() -> TrainConfig {
+    let mut config = TrainConfig::default();
+    config.synthetic.nodes = 300;
+    config.synthetic.classes = 3;
+    config.synthetic.feature_dim = 16;
+    config.data.seq_len = 64;
+    config.model.layers = Some(1);
+    config.model.heads = Some(2);
+    config.model.hidden = Some(16);
+    config.model.ffn_hidden = Some(16);
+    config.model.dropout = 0.0;
+    config.model.input_dropout = 0.0;
+    config.model.key_dropout = 0.0;
+    config
+}
+
+/// Burn's random state is per backend and process: runs take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct Setup {
+    config: TrainConfig,
+    data: Arc<SequenceDataset>,
+}
+
+impl Setup {
+    fn new(config: TrainConfig) -> Self {
+        let data = Arc::new(prepare(&config).expect("prepare"));
+        Self { config, data }
+    }
+
+    fn loader<Bk: Backend>(&self, role: SplitRole, shuffle: Option<u64>) -> Arc<dyn DataLoader<Bk, SequenceBatch<Bk>>> {
+        let builder = DataLoaderBuilder::new(SequenceBatcher::new(self.data.clone(), role)).batch_size(2);
+        let builder = match shuffle {
+            Some(seed) => builder.shuffle(seed),
+            None => builder,
+        };
+        builder.build(SplitSequences::new(self.data.clone(), role))
+    }
+
+    fn model(&self, seed: u64) -> NodeClassifier<B> {
+        let device = Default::default();
+        B::seed(&device, seed);
+        let d = &self.data.dataset;
+        let config = self
+            .config
+            .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
+        NodeClassifier::init(&config, &device)
+    }
+
+    fn training(&self, dir: &Path, shuffle: Option<u64>) -> SupervisedTraining<Components> {
+        SupervisedTraining::new(dir, self.loader(SplitRole::Train, shuffle), self.loader(SplitRole::Valid, None))
+            .metrics((LossMetric::new(), AccuracyMetric::new()))
+            .with_application_logger(None)
+    }
+
+    /// Accuracy of `model` on the test nodes.
+    fn test_accuracy(&self, model: &GraphTransformer<Inner>) -> f64 {
+        let batches: Vec<Vec<usize>> = (0..self.data.num_sequences()).map(|i| vec![i]).collect();
+        NodeClassificationTrainer::new(&self.config, self.data.clone())
+            .evaluate(model, &batches, &Default::default())
+            .test
+    }
+}
+
+type Scheduler = burn::optim::lr_scheduler::cosine::CosineAnnealingLrScheduler;
+type Optim = burn::optim::adaptor::OptimizerAdaptor<burn::optim::AdamW, NodeClassifier<B>, B>;
+type Components = megagraph_train::burn_train::LearningComponentsMarker<B, Scheduler, NodeClassifier<B>, Optim>;
+
+fn learner(setup: &Setup, lr: f64, epochs_of_steps: usize) -> Learner<Components> {
+    let steps = epochs_of_steps * SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len().div_ceil(2);
+    Learner::new(
+        setup.model(7),
+        AdamWConfig::new().with_weight_decay(1e-3).init(),
+        CosineAnnealingLrSchedulerConfig::new(lr, steps.max(1))
+            .with_min_lr(lr * 0.1)
+            .init()
+            .expect("scheduler"),
+    )
+}
+
+/// Mean of a metric over an epoch, from the files of Burn's `FileMetricLogger`.
+fn logged_mean(dir: &Path, split: &str, epoch: usize, metric: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(split).join(format!("epoch-{epoch}")).join(format!("{metric}.log"))).ok()?;
+    let (mut sum, mut count) = (0.0, 0.0);
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let mut parts = line.split(',');
+        let value: f64 = parts.next()?.parse().ok()?;
+        let n: f64 = parts.next().map_or(Some(1.0), |c| c.parse().ok())?;
+        sum += value * n;
+        count += n;
+    }
+    (count > 0.0).then(|| sum / count)
+}
+
+fn epochs_logged(dir: &Path) -> usize {
+    (1..).take_while(|epoch| dir.join("train").join(format!("epoch-{epoch}")).is_dir()).count()
+}
+
+fn parameters(model: &GraphTransformer<Inner>) -> Vec<f32> {
+    let record = model.clone();
+    let mut values = Vec::new();
+    struct Collect<'a>(&'a mut Vec<f32>);
+    impl<Bk: Backend> burn::module::ModuleVisitor<Bk> for Collect<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::tensor::Tensor<Bk, D>>) {
+            self.0.extend(param.val().into_data().iter::<f32>());
+        }
+    }
+    record.visit(&mut Collect(&mut values));
+    values
+}
+
+#[test]
+fn learns_the_synthetic_graph_with_burn_metrics() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut config = tiny_config();
+    config.model.dropout = 0.1;
+    let setup = Setup::new(config);
+    let dir = tempfile::tempdir().unwrap();
+    let epochs = 15;
+    let result = setup
+        .training(dir.path(), Some(3))
+        .num_epochs(epochs)
+        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
+        .launch(learner(&setup, 0.01, epochs));
+    assert_eq!(epochs_logged(dir.path()), epochs);
+    let first = logged_mean(dir.path(), "train", 1, "Loss").expect("train loss of epoch 1");
+    let last = logged_mean(dir.path(), "train", epochs, "Loss").expect("train loss of the last epoch");
+    assert!(last < 0.7 * first, "train loss {first} -> {last}");
+    let valid = logged_mean(dir.path(), "valid", epochs, "Accuracy").expect("valid accuracy");
+    assert!(valid > 60.0, "valid accuracy {valid}% (chance 33%)");
+    let test = setup.test_accuracy(&result.model.model);
+    assert!(test > 0.6, "test accuracy {test} (chance 0.33)");
+}
+
+#[test]
+fn early_stopping_ends_a_run_that_stopped_improving() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let setup = Setup::new(tiny_config());
+    let dir = tempfile::tempdir().unwrap();
+    // A learning rate of 1e-30 leaves every f32 parameter (and so the validation loss) unchanged.
+    let stop = MetricEarlyStoppingStrategy::new(
+        &LossMetric::<B>::new(),
+        Aggregate::Mean,
+        Direction::Lowest,
+        Split::Valid,
+        StoppingCondition::NoImprovementSince { n_epochs: 2 },
+    );
+    setup
+        .training(dir.path(), None)
+        .num_epochs(10)
+        .early_stopping(stop)
+        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
+        .launch(learner(&setup, 1e-30, 10));
+    assert_eq!(epochs_logged(dir.path()), 3, "best epoch 1, no improvement in 2 and 3");
+}
+
+#[test]
+fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let setup = Setup::new(tiny_config());
+    let strategy = || MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy();
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+
+    let whole = tempfile::tempdir().unwrap();
+    let full = setup
+        .training(whole.path(), None)
+        .num_epochs(4)
+        .with_training_strategy(strategy())
+        .launch(learner(&setup, 0.01, 4));
+
+    let split = tempfile::tempdir().unwrap();
+    setup
+        .training(split.path(), None)
+        .num_epochs(2)
+        .with_file_checkpointer(recorder.clone())
+        .with_training_strategy(strategy())
+        .launch(learner(&setup, 0.01, 4));
+    assert!(split.path().join("checkpoint").join("model-2.mpk").is_file());
+    let resumed = setup
+        .training(split.path(), None)
+        .num_epochs(4)
+        .checkpoint(2)
+        .with_file_checkpointer(recorder)
+        .with_training_strategy(strategy())
+        .launch(learner(&setup, 0.01, 4));
+
+    assert_eq!(parameters(&resumed.model.model), parameters(&full.model.model));
+}
+
+#[test]
+fn single_device_equals_burns_default_strategy() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let setup = Setup::new(tiny_config());
+    let ours_dir = tempfile::tempdir().unwrap();
+    let ours = setup
+        .training(ours_dir.path(), Some(5))
+        .num_epochs(3)
+        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
+        .launch(learner(&setup, 0.01, 3));
+    let burn_dir = tempfile::tempdir().unwrap();
+    let burns = setup
+        .training(burn_dir.path(), Some(5))
+        .num_epochs(3)
+        .with_training_strategy(TrainingStrategy::Default(ExecutionStrategy::SingleDevice(Default::default())))
+        .launch(learner(&setup, 0.01, 3));
+    let (a, b) = (parameters(&ours.model.model), parameters(&burns.model.model));
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a, b);
+    for epoch in 1..=3 {
+        assert_eq!(
+            logged_mean(ours_dir.path(), "valid", epoch, "Loss"),
+            logged_mean(burn_dir.path(), "valid", epoch, "Loss")
+        );
+    }
+}
+
+/// Norm-wise relative difference `|a - b| / |b|` of two parameter vectors (same module order).
+fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
+    let diff: f64 = a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum::<f64>().sqrt();
+    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum::<f64>().sqrt();
+    diff / norm
+}
+
+#[test]
+fn a_parallel_mesh_trains_like_one_device() {
+    use megagraph_parallel::ParallelConfig;
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut config = tiny_config();
+    config.model.layers = Some(2);
+    // 6 training sequences in steps of 2: every step fits dp x micro_batches = 2.
+    config.data.seq_len = 50;
+    let setup = Setup::new(config);
+    assert_eq!(SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len(), 6);
+    let epochs = 2;
+    let optimizer = AdamWConfig::new().with_weight_decay(1e-3);
+
+    let single_dir = tempfile::tempdir().unwrap();
+    let single = setup
+        .training(single_dir.path(), None)
+        .num_epochs(epochs)
+        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
+        .launch(learner(&setup, 0.01, epochs));
+    let expected = parameters(&single.model.model);
+    let initial = parameters(&learner(&setup, 0.01, epochs).model().model.valid());
+
+    for mesh in [
+        ParallelConfig::uniform(2, 2, 1, 1, 2).unwrap(),
+        ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap(),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let trainer = MegaGraphTrainer::<B>::parallel(mesh.clone(), vec![Default::default()]).with_optimizer(optimizer.clone());
+        let d = &setup.data.dataset;
+        let model_config = setup
+            .config
+            .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
+        trainer.check(&model_config, setup.config.data.seq_len, 2).expect("the mesh fits");
+        let parallel = setup
+            .training(dir.path(), None)
+            .num_epochs(epochs)
+            .with_training_strategy(trainer.into_strategy())
+            .launch(learner(&setup, 0.01, epochs));
+        let found = parameters(&parallel.model.model);
+        let moved = relative_difference(&expected, &initial);
+        let difference = relative_difference(&found, &expected);
+        assert!(moved > 1e-3, "training moved the parameters ({moved:e})");
+        println!("{mesh:?}: parameters differ from one device by {difference:e} (moved {moved:e})");
+        assert!(difference <= 1e-4, "{mesh:?}: parameters differ from one device by {difference:e} (moved {moved:e})");
+        for epoch in 1..=epochs {
+            let (a, b) = (
+                logged_mean(dir.path(), "valid", epoch, "Loss").expect("valid loss"),
+                logged_mean(single_dir.path(), "valid", epoch, "Loss").expect("valid loss"),
+            );
+            assert!((a - b).abs() <= 1e-4 * b.abs(), "{mesh:?} epoch {epoch}: valid loss {a} vs {b}");
+            let train = logged_mean(dir.path(), "train", epoch, "Loss").expect("train loss from the mesh");
+            let reference = logged_mean(single_dir.path(), "train", epoch, "Loss").expect("train loss");
+            assert!((train - reference).abs() <= 1e-4 * reference.abs(), "{mesh:?} epoch {epoch}: train loss {train} vs {reference}");
+        }
+    }
+}
