@@ -133,6 +133,20 @@ fn pad_int<B: Backend, const D: usize>(
     Tensor::cat(vec![tensor, fill], dim)
 }
 
+/// `tensor` in storage of its own when it is a block of a larger one (`cp > 1`): a slice may be
+/// a view that keeps the whole batch's buffer alive (it is on Flex), and the rank must hold only
+/// its block's rows (`S / cp x S` bytes of the distance index), not the whole `S x S`.
+fn compact<B: Backend, const D: usize, K>(tensor: Tensor<B, D, K>, cp: usize) -> Tensor<B, D, K>
+where
+    K: burn::tensor::BasicOps<B>,
+{
+    if cp <= 1 {
+        return tensor;
+    }
+    let (device, dtype) = (tensor.device(), tensor.dtype());
+    Tensor::from_data(tensor.into_data(), (&device, dtype))
+}
+
 impl<B: Backend> BlockBatch<B> {
     /// The block of ring position `position` of `cp` in `batch`.
     ///
@@ -170,17 +184,19 @@ impl<B: Backend> BlockBatch<B> {
         let input = match batch.graph.input {
             NodeInput::Features(f) => {
                 let width = f.dims()[2];
-                NodeInput::Features(pad_float(f, 1, padded, 0.0).slice([
-                    b.clone(),
-                    rows.clone(),
-                    0..width,
-                ]))
+                NodeInput::Features(compact(
+                    pad_float(f, 1, padded, 0.0).slice([b.clone(), rows.clone(), 0..width]),
+                    cp,
+                ))
             }
             NodeInput::Ids(ids) => NodeInput::Ids(int2(ids, 0)),
         };
         // padded rows and columns get bucket 0: they are masked keys or ignored queries
-        let index_rows = pad_int(pad_int(batch.graph.distance, 2, padded, 0), 1, padded, 0)
-            .slice([b.clone(), rows.clone(), 0..padded]);
+        let index_rows = compact(
+            pad_int(pad_int(batch.graph.distance, 2, padded, 0), 1, padded, 0)
+                .slice([b.clone(), rows.clone(), 0..padded]),
+            cp,
+        );
         let padding = pad_int(batch.graph.padding.int(), 1, padded, 1)
             .slice([b.clone(), rows.clone()])
             .equal_elem(1);
@@ -244,6 +260,8 @@ mod tests {
         };
         let last = BlockBatch::of(batch.clone(), 2, 1).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(last.index_rows.dims(), [1, 3, 6]);
+        // the block is a copy in the index's own dtype (a u8 index stays u8)
+        assert_eq!(last.index_rows.dtype(), batch.graph.distance.dtype());
         let ids = match last.input {
             NodeInput::Ids(ids) => ids.into_data().iter::<i64>().collect(),
             NodeInput::Features(_) => Vec::new(),
