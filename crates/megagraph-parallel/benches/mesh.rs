@@ -10,7 +10,10 @@
 //!   one whose busiest stage works least, reported at the end.
 //!
 //! Run: `cargo bench -p megagraph-parallel --bench mesh` (`MEGAGRAPH_BENCH_STEPS` sets the
-//! measured steps, default 3, after one warm-up step). Peak memory is counted per worker thread
+//! measured steps, default 3, after one warm-up step). `MEGAGRAPH_BENCH_FEATURES=F` gives the
+//! nodes `F` random input features instead of learned embeddings: the input linear `[F -> 64]`
+//! then makes the embedding stage compute-heavy (at `F = 4096` about three layers' worth), the
+//! case the heterogeneous split is for. Peak memory is counted per worker thread
 //! by [`CountingAllocator`]; ranks run as threads on the same CPU, so times show the overhead
 //! and balance of a schedule, not the speed-up of separate devices.
 
@@ -45,8 +48,11 @@ const MICRO_BATCHES: usize = 4;
 const CLASSES: usize = 16;
 const MAX_DISTANCE: u8 = 4;
 
-/// Deterministic synthetic sequences: random node ids, degrees, distance buckets and labels.
-struct Sequences;
+/// Deterministic synthetic sequences: random node ids (or `feature_dim` random features),
+/// degrees, distance buckets and labels.
+struct Sequences {
+    feature_dim: Option<usize>,
+}
 
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -82,9 +88,19 @@ impl<Bk: Backend> BatchSource<Bk> for Sequences {
             .collect();
         let weight: Vec<f32> = per_node(6, 2).into_iter().map(|w| w as f32).collect();
         let ints = |v: Vec<i64>| Tensor::from_data(TensorData::new(v, [n, s]), device);
+        let input = match self.feature_dim {
+            None => NodeInput::Ids(ints(per_node(1, NUM_NODES as u64))),
+            Some(f) => {
+                let values: Vec<f32> = sequences
+                    .iter()
+                    .flat_map(|&q| (0..s * f).map(move |j| value(q, 7, j, 2001) as f32 / 1000.0 - 1.0))
+                    .collect();
+                NodeInput::Features(Tensor::from_data(TensorData::new(values, [n, s, f]), device))
+            }
+        };
         Ok(TrainBatch {
             graph: GraphBatch {
-                input: NodeInput::Ids(ints(per_node(1, NUM_NODES as u64))),
+                input,
                 in_degree: ints(per_node(2, 64)),
                 out_degree: ints(per_node(3, 64)),
                 distance: DistanceBias::<Bk>::index_from_u8(distance, [n, s, s], device)
@@ -108,10 +124,11 @@ impl<Bk: Backend> BatchSource<Bk> for Sequences {
     }
 }
 
-fn model() -> GraphTransformer<Flex> {
+fn model(feature_dim: Option<usize>) -> GraphTransformer<Flex> {
     let device = Default::default();
     Flex::seed(&device, 1);
     let model: GraphTransformer<Flex> = GraphTransformerConfig::new(NUM_NODES, CLASSES)
+        .with_feature_dim(feature_dim)
         .with_num_layers(LAYERS)
         .with_num_heads(HEADS)
         .with_hidden(HIDDEN)
@@ -140,14 +157,19 @@ struct Measured {
     loss: f64,
 }
 
-fn run(name: &str, config: ParallelConfig, steps: usize) -> Result<Measured, String> {
+fn run(
+    name: &str,
+    config: ParallelConfig,
+    steps: usize,
+    feature_dim: Option<usize>,
+) -> Result<Measured, String> {
     let options = TrainerOptions::new(SEQ_LEN, SEQUENCES_PER_STEP)
         .with_optimizer(AdamWConfig::new().with_weight_decay(0.01))
         .with_timeout(Duration::from_secs(600));
     let mut trainer = ParallelTrainer::<B>::new(
         config,
-        model(),
-        Arc::new(Sequences),
+        model(feature_dim),
+        Arc::new(Sequences { feature_dim }),
         options,
         vec![Default::default()],
     )
@@ -212,8 +234,16 @@ fn main() -> Result<(), String> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
+    let features: Option<usize> = std::env::var("MEGAGRAPH_BENCH_FEATURES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&f| f > 0);
+    let input = match features {
+        Some(f) => format!("{f} input features"),
+        None => "learned embeddings".to_string(),
+    };
     println!(
-        "mesh bench: {NUM_NODES} nodes (learned embeddings), hidden {HIDDEN}, {HEADS} heads, \
+        "mesh bench: {NUM_NODES} nodes ({input}), hidden {HIDDEN}, {HEADS} heads, \
          {LAYERS} layers, {SEQUENCES_PER_STEP} sequences x {SEQ_LEN} nodes per step, \
          {steps} measured steps after 1 warm-up"
     );
@@ -224,15 +254,16 @@ fn main() -> Result<(), String> {
         micro_batches: micro,
         stage_layers,
     };
-    print(&run("mesh/(1,1,1)", config(1, 1, 1, vec![LAYERS]), steps)?);
+    print(&run("mesh/(1,1,1)", config(1, 1, 1, vec![LAYERS]), steps, features)?);
     // the same micro-batches as the pipelines, on one rank (gradient accumulation)
     let name = format!("mesh/(1,1,1) {MICRO_BATCHES} micro-batches");
     print(&run(
         &name,
         config(1, 1, MICRO_BATCHES, vec![LAYERS]),
         steps,
+        features,
     )?);
-    print(&run("mesh/(1,2,1)", config(1, 2, 1, vec![LAYERS]), steps)?);
+    print(&run("mesh/(1,2,1)", config(1, 2, 1, vec![LAYERS]), steps, features)?);
     let mut pipelines = Vec::new();
     let uniform = vec![LAYERS / 2; 2];
     for first in [LAYERS / 2, LAYERS / 2 - 1, LAYERS / 2 - 2] {
@@ -243,7 +274,12 @@ fn main() -> Result<(), String> {
             ""
         };
         let name = format!("mesh/(2,1,1) {split:?}{label}");
-        let measured = run(&name, config(2, 1, MICRO_BATCHES, split.clone()), steps)?;
+        let measured = run(
+            &name,
+            config(2, 1, MICRO_BATCHES, split.clone()),
+            steps,
+            features,
+        )?;
         print(&measured);
         let busiest = measured.ranks.iter().map(|r| r.2).fold(0.0, f64::max);
         pipelines.push((split, busiest));
