@@ -110,11 +110,17 @@ fn relative_error(found: &[f64], expected: &[f64], floor: f64) -> f64 {
     diff / norm.max(floor).max(f64::MIN_POSITIVE)
 }
 
+/// The tests take turns: CubeCL's autotuners of two tests on the same device (the fused and the
+/// plain backend share wgpu's device) can wait on each other forever when they tune at the same
+/// time, which a fresh checkout (no autotune cache) does.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs the model on Flex and on `A` from the same parameters and compares.
 fn compare<A>(device: &A::Device, features: bool)
 where
     A: AutodiffBackend + GraphAttentionBackend,
 {
+    let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = data(features);
     let config = model_config(&data);
     let flex_device = Default::default();
