@@ -1,9 +1,10 @@
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Bool, Tensor, backend::Backend};
 use megagraph_kernels::{DistanceBias, GraphAttentionBackend};
 
+use crate::activation::ExactGelu;
 use crate::{GraphAttention, GraphAttentionConfig};
 
 /// Configuration of a [`GraphTransformerLayer`].
@@ -37,8 +38,8 @@ pub struct GraphTransformerLayer<B: Backend> {
     pub ffn_in: Linear<B>,
     /// Second FFN projection, `d_ffn → d_model`.
     pub ffn_out: Linear<B>,
-    /// FFN activation.
-    pub activation: Gelu,
+    /// FFN activation (GELU with the exact derivative on every backend).
+    pub activation: ExactGelu,
     /// Residual-branch dropout.
     pub dropout: Dropout,
 }
@@ -54,7 +55,7 @@ impl GraphTransformerLayerConfig {
             ffn_norm: LayerNormConfig::new(self.d_model).init(device),
             ffn_in: LinearConfig::new(self.d_model, self.d_ffn).init(device),
             ffn_out: LinearConfig::new(self.d_ffn, self.d_model).init(device),
-            activation: Gelu::new(),
+            activation: ExactGelu::new(),
             dropout: DropoutConfig::new(self.dropout).init(),
         }
     }

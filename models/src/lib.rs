@@ -16,6 +16,7 @@
 //! The model is split into [`GraphTransformer::embed`], the layers and [`GraphTransformer::head`]
 //! so that a pipeline can place the (heavy) embedding stage and any share of layers on a stage.
 
+mod activation;
 mod attention;
 mod batch;
 pub mod encoders;
@@ -24,6 +25,7 @@ mod loss;
 mod model;
 mod preset;
 
+pub use activation::ExactGelu;
 pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};
