@@ -22,7 +22,10 @@ impl ExactGelu {
 
     /// Applies GELU element-wise; any shape.
     pub fn forward<B: Backend, const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
-        let cdf = (x.clone() * std::f64::consts::FRAC_1_SQRT_2).erf().add_scalar(1.0) * 0.5;
+        let cdf = (x.clone() * std::f64::consts::FRAC_1_SQRT_2)
+            .erf()
+            .add_scalar(1.0)
+            * 0.5;
         x * cdf
     }
 }
@@ -59,18 +62,30 @@ mod tests {
                 (state % 6_000_001) as f32 / 1_000_000.0 - 3.0
             })
             .collect();
-        let x = Tensor::<B, 1>::from_data(TensorData::new(xs.clone(), [xs.len()]), &device).require_grad();
+        let x = Tensor::<B, 1>::from_data(TensorData::new(xs.clone(), [xs.len()]), &device)
+            .require_grad();
         let y = ExactGelu::new().forward(x.clone());
         let grads = y.clone().sum().backward();
-        let dx: Vec<f32> = x.grad(&grads).map(|g| g.into_data().iter::<f32>().collect()).unwrap_or_default();
+        let dx: Vec<f32> = x
+            .grad(&grads)
+            .map(|g| g.into_data().iter::<f32>().collect())
+            .unwrap_or_default();
         let y: Vec<f32> = y.into_data().iter::<f32>().collect();
         for (i, &v) in xs.iter().enumerate() {
             let v = f64::from(v);
             let cdf = 0.5 * (1.0 + erf64(v / std::f64::consts::SQRT_2));
             let pdf = (-v * v / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
             let (value, slope) = (v * cdf, cdf + v * pdf);
-            assert!((f64::from(y[i]) - value).abs() <= 1e-6 * (1.0 + value.abs()), "gelu({v}) = {} vs {value} (seed {seed})", y[i]);
-            assert!((f64::from(dx[i]) - slope).abs() <= 1e-6 * (1.0 + slope.abs()), "gelu'({v}) = {} vs {slope} (seed {seed})", dx[i]);
+            assert!(
+                (f64::from(y[i]) - value).abs() <= 1e-6 * (1.0 + value.abs()),
+                "gelu({v}) = {} vs {value} (seed {seed})",
+                y[i]
+            );
+            assert!(
+                (f64::from(dx[i]) - slope).abs() <= 1e-6 * (1.0 + slope.abs()),
+                "gelu'({v}) = {} vs {slope} (seed {seed})",
+                dx[i]
+            );
         }
     }
 }
