@@ -5,8 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use burn::optim::AdamWConfig;
-use common::{B, Synthetic, max_parameter_difference, model, single_device};
+use common::{B, Synthetic, max_parameter_difference, model, optimizer, single_device, steps};
 use megagraph_parallel::{ParallelConfig, ParallelTrainer, TrainerOptions};
 
 const LAYERS: usize = 4;
@@ -14,18 +13,6 @@ const SEQ_LEN: usize = 16;
 const SEQUENCES: usize = 36;
 const PER_STEP: usize = 12;
 const LR: f64 = 1e-2;
-
-fn steps() -> Vec<Vec<usize>> {
-    vec![
-        (0..12).collect(),
-        (12..24).collect(),
-        vec![30, 2, 25, 7, 33, 18, 5, 11, 27, 35, 0, 21],
-    ]
-}
-
-fn optimizer() -> AdamWConfig {
-    AdamWConfig::new().with_weight_decay(0.01)
-}
 
 /// Runs `config` and compares with the single-device run.
 fn check(config: ParallelConfig) {

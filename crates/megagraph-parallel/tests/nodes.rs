@@ -16,8 +16,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use burn::optim::AdamWConfig;
-use common::{B, Synthetic, model, parameters, relative, single_device};
+use common::{B, Synthetic, model, optimizer, parameters, relative, single_device, steps};
 use megagraph_parallel::{
     InjectedFault, NodeConfig, ParallelConfig, ParallelError, ParallelTrainer, TrainerOptions,
     run_orchestrator,
@@ -40,18 +39,6 @@ const ROLE: &str = "MEGAGRAPH_TEST_ROLE";
 const SPEC: &str = "MEGAGRAPH_TEST_SPEC";
 /// Environment of a node child: where it writes its [`NodeOutcome`] as JSON.
 const OUT: &str = "MEGAGRAPH_TEST_OUT";
-
-fn steps() -> Vec<Vec<usize>> {
-    vec![
-        (0..12).collect(),
-        (12..24).collect(),
-        vec![30, 2, 25, 7, 33, 18, 5, 11, 27, 35, 0, 21],
-    ]
-}
-
-fn optimizer() -> AdamWConfig {
-    AdamWConfig::new().with_weight_decay(0.01)
-}
 
 /// How a node child fails on purpose.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]

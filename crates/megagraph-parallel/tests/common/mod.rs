@@ -16,6 +16,20 @@ use megagraph_parallel::{BatchSource, TrainBatch, trainable};
 pub type B = Autodiff<Flex>;
 pub type Inner = Flex;
 
+/// Three steps of 12 of the synthetic sequences: two in order, one shuffled.
+pub fn steps() -> Vec<Vec<usize>> {
+    vec![
+        (0..12).collect(),
+        (12..24).collect(),
+        vec![30, 2, 25, 7, 33, 18, 5, 11, 27, 35, 0, 21],
+    ]
+}
+
+/// The optimizer of the parallel and single-device runs compared by the tests.
+pub fn optimizer() -> AdamWConfig {
+    AdamWConfig::new().with_weight_decay(0.01)
+}
+
 /// SplitMix64: a small deterministic generator for test data.
 pub struct Rng(u64);
 
