@@ -18,7 +18,7 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Tensor};
 use megagraph::models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy};
-use megagraph::train::{SequenceDataset, SplitRole, TrainConfig, prepare};
+use megagraph::train::{SequenceDataset, TrainConfig, prepare};
 
 /// Loss tolerance (relative).
 const TOL: f64 = 1e-4;
@@ -70,12 +70,7 @@ where
     // Two sequences, the last one shorter than seq_len (padding exercised).
     let last = data.num_sequences() - 1;
     let batch = data.batch::<A>(&[0, last], device);
-    let count = batch
-        .nodes
-        .iter()
-        .flatten()
-        .filter(|&&n| data.role(n) == SplitRole::Train && data.dataset.labels[n as usize] >= 0)
-        .count();
+    let count = data.train_nodes(&batch.nodes);
     assert!(count > 0, "the batch has training nodes");
     let logits = model.forward(batch.graph);
     let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, count);
