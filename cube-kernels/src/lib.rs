@@ -20,6 +20,8 @@
 mod attention;
 mod autodiff;
 mod backend;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod backends;
 mod bias;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;

@@ -27,8 +27,9 @@
 //! the [`nodes`] module docs.
 //!
 //! For measurements, [`RankReport`] gives each rank's step time, busy time (without waits on
-//! peers) and, with [`CountingAllocator`] as the global allocator, its peak memory; see the
-//! `mesh` bench.
+//! peers) and its peak memory: with [`CountingAllocator`] as the global allocator on CPU
+//! backends, or through a [`MemoryMeter`] set in [`TrainerOptions::meter`] (e.g. the CubeCL
+//! runtime's statistics on a GPU, [`meter`]); see the `mesh` bench.
 
 #![warn(missing_docs)]
 
@@ -39,9 +40,11 @@ mod error;
 mod gradients;
 mod memory;
 mod mesh;
+pub mod meter;
 pub mod nodes;
 mod pipeline;
 mod stage;
+pub mod threads;
 mod trainer;
 mod worker;
 
@@ -51,6 +54,7 @@ pub use data::{BatchSource, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};
+pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
 pub use stage::{StageModule, trainable};

@@ -17,6 +17,7 @@ use crate::context::ContextParallelBackend;
 use crate::data::{BatchSource, padded_len, shard_sequences};
 use crate::gradients::{self, CollectiveLease, SegmentLayout};
 use crate::mesh::{Control, MeshShape, RankCoord, build_links};
+use crate::meter::MemoryMeter;
 use crate::stage::StageModule;
 use crate::worker::{self, Command, Reply, ReplyBody, StepPlan, WorkerSetup};
 use crate::{NodeConfig, ParallelConfig, ParallelError, RankReport};
@@ -64,6 +65,15 @@ pub struct TrainerOptions {
     /// This process's place in a multi-node run; `None` (the default) or one node: this
     /// process trains alone. See [`nodes`](crate::nodes).
     pub nodes: Option<NodeConfig>,
+    /// How each rank measures its [`RankReport::peak_bytes`]. Default (`None`):
+    /// [`ThreadAllocatorMeter`](crate::ThreadAllocatorMeter), which measures only when
+    /// [`CountingAllocator`](crate::CountingAllocator) is the global allocator (CPU backends);
+    /// on a GPU backend give a [`CubeMemoryMeter`](crate::meter) of the device.
+    pub meter: Option<Arc<dyn MemoryMeter>>,
+    /// Threads of each rank's own rayon pool, where CPU backends run their parallel ops (see
+    /// [`threads`](crate::threads)). Default (`None`): this machine's cores divided among this
+    /// process's ranks ([`default_threads_per_rank`](crate::threads::default_threads_per_rank)).
+    pub threads_per_rank: Option<usize>,
 }
 
 impl TrainerOptions {
@@ -77,6 +87,8 @@ impl TrainerOptions {
             timeout: Duration::from_secs(600),
             fault: None,
             nodes: None,
+            meter: None,
+            threads_per_rank: None,
         }
     }
 
@@ -95,6 +107,18 @@ impl TrainerOptions {
     /// Injects a panic (tests of failure handling).
     pub fn with_fault(mut self, fault: InjectedFault) -> Self {
         self.fault = Some(fault);
+        self
+    }
+
+    /// Sets how each rank measures its peak memory (see [`TrainerOptions::meter`]).
+    pub fn with_meter(mut self, meter: Arc<dyn MemoryMeter>) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
+    /// Sets the threads of each rank's rayon pool (see [`TrainerOptions::threads_per_rank`]).
+    pub fn with_threads_per_rank(mut self, threads: usize) -> Self {
+        self.threads_per_rank = Some(threads);
         self
     }
 
@@ -204,6 +228,9 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         )?;
         let shape = MeshShape::of(&config);
         let world = shape.world();
+        let threads = options
+            .threads_per_rank
+            .unwrap_or_else(|| crate::threads::default_threads_per_rank(world));
         let devices = match devices.len() {
             1 => vec![devices[0].clone(); world],
             n if n == world => devices,
@@ -260,6 +287,8 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                 reduce: reduces.then(|| stage_lengths.clone()),
                 nodes: nodes.clone(),
                 fault: options.fault,
+                meter: options.meter.clone(),
+                threads,
                 commands: command_rx,
                 replies: reply_tx.clone(),
             };
@@ -431,7 +460,10 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
     /// # Errors
     ///
     /// A worker's failure, or [`ParallelError::Stopped`].
-    pub fn load_optimizer_record(&mut self, record: OptimizerRecord<B>) -> Result<(), ParallelError> {
+    pub fn load_optimizer_record(
+        &mut self,
+        record: OptimizerRecord<B>,
+    ) -> Result<(), ParallelError> {
         if let Some(failure) = &self.failure {
             return Err(ParallelError::Stopped(Box::new(failure.clone())));
         }

@@ -16,8 +16,8 @@ use burn::tensor::{ElementConversion, Tensor};
 use crate::context::{ContextParallelBackend, RingCall};
 use crate::data::{BatchSource, BlockBatch};
 use crate::gradients::{GradientReducer, flatten, unflatten};
-use crate::memory;
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
+use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
 use crate::stage::{BlockContext, StageModule, trainable};
 use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
@@ -111,6 +111,10 @@ pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     /// This node's place in a multi-node run (the all-reduce then spans the nodes).
     pub nodes: Option<NodeConfig>,
     pub fault: Option<InjectedFault>,
+    /// How the rank measures its peak memory (`None`: the counting allocator).
+    pub meter: Option<Arc<dyn MemoryMeter>>,
+    /// Threads of the rank's rayon pool.
+    pub threads: usize,
     pub commands: Receiver<Command<B>>,
     pub replies: Sender<Reply<B>>,
 }
@@ -121,10 +125,17 @@ pub(crate) fn run<B: ContextParallelBackend>(setup: WorkerSetup<B>) {
     let rank = setup.rank;
     let replies = setup.replies.clone();
     let control = setup.control.clone();
-    let outcome = catch_unwind(AssertUnwindSafe(|| Worker::start(setup)?.serve()));
+    let (threads, pool_name) = (setup.threads, format!("megagraph-rank-{rank}"));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        crate::threads::run_in_pool(threads, &pool_name, || Worker::start(setup)?.serve())
+    }));
     let error = match outcome {
-        Ok(Ok(())) => return,
-        Ok(Err(error)) => error,
+        Ok(Ok(Ok(()))) => return,
+        Ok(Ok(Err(error))) => error,
+        Ok(Err(error)) => ParallelError::WorkerPanicked {
+            rank,
+            message: format!("cannot start its thread pool of {threads} threads: {error}"),
+        },
         Err(panic) => ParallelError::WorkerPanicked {
             rank,
             message: panic_message(panic.as_ref()),
@@ -187,6 +198,7 @@ struct Worker<B: ContextParallelBackend> {
     source: Arc<dyn BatchSource<B>>,
     reducer: Option<GradientReducer>,
     fault: Option<InjectedFault>,
+    meter: Arc<dyn MemoryMeter>,
     commands: Receiver<Command<B>>,
     replies: Sender<Reply<B>>,
     /// Time spent waiting for pipeline messages and the all-reduce during the current step.
@@ -225,6 +237,9 @@ impl<B: ContextParallelBackend> Worker<B> {
             source: setup.source,
             reducer,
             fault: setup.fault,
+            meter: setup
+                .meter
+                .unwrap_or_else(|| Arc::new(ThreadAllocatorMeter)),
             commands: setup.commands,
             replies: setup.replies,
             waited: Cell::new(Duration::ZERO),
@@ -309,6 +324,16 @@ impl<B: ContextParallelBackend> Worker<B> {
         self.coord.stage + 1 == self.shape.pp
     }
 
+    /// The step's peak memory from the rank's meter (`None` when it cannot measure here),
+    /// after the backend ran everything queued.
+    fn peak_bytes(&self) -> Option<usize> {
+        if !self.meter.available() {
+            return None;
+        }
+        B::sync(&self.device).ok();
+        Some(self.meter.peak() as usize)
+    }
+
     fn step<O: Optimizer<StageModule<B>, B>>(
         &mut self,
         plan: &StepPlan,
@@ -317,7 +342,7 @@ impl<B: ContextParallelBackend> Worker<B> {
         let started = Instant::now();
         let ring_waited = self.links.ring.waited_seconds();
         self.waited.set(Duration::ZERO);
-        memory::reset_thread_peak();
+        self.meter.reset_peak();
         let micro_batches = plan
             .replicas
             .get(self.coord.dp_rank)
@@ -342,6 +367,8 @@ impl<B: ContextParallelBackend> Worker<B> {
                     }
                     let sequences = &micro_batches[micro];
                     let (saved, micro_loss) = self.forward(plan, micro, sequences)?;
+                    // a sampling meter (GPU) reads here, with the micro-batch's activations live
+                    self.meter.peak();
                     loss += micro_loss;
                     in_flight.insert(micro, saved);
                     max_in_flight = max_in_flight.max(in_flight.len());
@@ -351,6 +378,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                         .remove(&micro)
                         .ok_or_else(|| self.internal("backward before forward"))?;
                     let grads = self.backward(plan, micro, saved)?;
+                    self.meter.peak();
                     if let Some(failure) = self.links.ring.take_failure() {
                         return Err(failure);
                     }
@@ -396,7 +424,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             max_in_flight,
             seconds,
             busy_seconds: (seconds - waited).max(0.0),
-            peak_bytes: memory::thread_peak_bytes(),
+            peak_bytes: self.peak_bytes(),
         };
         Ok((report, reduced_loss))
     }

@@ -14,7 +14,8 @@ use crate::search::Plan;
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_parallel::{
-    BatchSource, ContextParallelBackend, ParallelError, ParallelTrainer, RankReport, TrainerOptions,
+    BatchSource, ContextParallelBackend, MemoryMeter, ParallelError, ParallelTrainer, RankReport,
+    TrainerOptions,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -209,7 +210,9 @@ impl fmt::Display for ValidationReport {
             self.median_abs_time_error()
                 .map_or("-".to_string(), |e| format!("{:.1}%", 100.0 * e)),
             self.median_abs_memory_error().map_or(
-                "- (install megagraph_parallel::CountingAllocator to measure memory)".to_string(),
+                "- (the memory meter could not measure: on CPU, install \
+                 megagraph_parallel::CountingAllocator as the global allocator)"
+                    .to_string(),
                 |e| format!("{:.1}%", 100.0 * e)
             )
         )
@@ -219,7 +222,9 @@ impl fmt::Display for ValidationReport {
 /// Runs each of `plans` for `options.warmup_steps + options.steps` optimizer steps of
 /// `workload` on a mesh of worker threads on `device` (every rank on the same device, as on a
 /// CPU) with a freshly initialized model of `shape` and synthetic sequences, and records what
-/// was measured next to the predictions. `progress` is called after every step.
+/// was measured next to the predictions. Each rank measures its memory with `meter`
+/// ([`ThreadAllocatorMeter`](megagraph_parallel::ThreadAllocatorMeter) on CPU backends, a
+/// `CubeMemoryMeter` on GPUs). `progress` is called after every step.
 ///
 /// # Errors
 ///
@@ -230,6 +235,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
     workload: &Workload,
     plans: &[Plan],
     device: &B::Device,
+    meter: Arc<dyn MemoryMeter>,
     options: &ValidationOptions,
     progress: &mut dyn FnMut(ValidationProgress),
 ) -> Result<ValidationReport, ValidateError> {
@@ -256,7 +262,8 @@ pub fn validate_plans<B: ContextParallelBackend>(
         <B::InnerBackend as burn::tensor::backend::Backend>::seed(device, options.seed);
         let model = init_model::<<B as AutodiffBackend>::InnerBackend>(shape, device);
         let trainer_options = TrainerOptions::new(workload.seq_len, workload.sequences_per_step)
-            .with_timeout(Duration::from_secs(options.timeout_seconds.max(1)));
+            .with_timeout(Duration::from_secs(options.timeout_seconds.max(1)))
+            .with_meter(meter.clone());
         let mut trainer = ParallelTrainer::<B>::new(
             plan.to_parallel_config(),
             model,

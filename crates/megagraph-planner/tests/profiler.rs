@@ -5,6 +5,8 @@
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
 use megagraph_parallel::CountingAllocator;
+use std::sync::Arc;
+
 use megagraph_planner::{
     ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, ProfilerOptions,
     SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model, measure_profile,
@@ -64,7 +66,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         "flex",
         "test-cpu",
         &device,
-        &ThreadAllocatorMeter,
+        Arc::new(ThreadAllocatorMeter),
         &options(),
         &mut |p| calls.push((p.part, p.batch, p.size, p.done, p.total)),
     )
@@ -143,6 +145,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         &workload,
         &top,
         &device,
+        Arc::new(ThreadAllocatorMeter),
         &ValidationOptions {
             warmup_steps: 1,
             steps: 1,

@@ -11,7 +11,8 @@ use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::{GraphTransformer, masked_cross_entropy};
 use megagraph_parallel::{
-    ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig, ParallelTrainer, TrainerOptions, trainable,
+    ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig, ParallelTrainer,
+    TrainerOptions, trainable,
 };
 
 use crate::data::{NodeBatch, SequenceDataset};
@@ -44,8 +45,10 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub data: Arc<SequenceDataset>,
     /// Structure dropout probability (0 = none).
     pub structure_dropout: f64,
-    /// The device (of every rank of a mesh).
+    /// The device of single-device training and of the returned model.
     pub device: B::Device,
+    /// The devices of a mesh's ranks: one per rank, or one shared by every rank.
+    pub rank_devices: Vec<B::Device>,
     /// This process's place in a multi-node run (mesh engine only).
     pub nodes: Option<NodeConfig>,
 }
@@ -95,8 +98,11 @@ where
     B::InnerBackend: megagraph_models::GraphAttentionBackend,
 {
     fn step(&mut self, indices: &[usize], lr: f64, dropout_seed: u64) -> Result<Option<f64>> {
-        let dropout = (self.structure_dropout > 0.0).then_some((self.structure_dropout, dropout_seed));
-        let batch: NodeBatch<B> = self.data.batch_with_structure_dropout(indices, &self.device, dropout);
+        let dropout =
+            (self.structure_dropout > 0.0).then_some((self.structure_dropout, dropout_seed));
+        let batch: NodeBatch<B> =
+            self.data
+                .batch_with_structure_dropout(indices, &self.device, dropout);
         let train_nodes = self.data.train_nodes(&batch.nodes);
         if train_nodes == 0 {
             return Ok(None);
@@ -139,11 +145,13 @@ impl<B: ContextParallelBackend> Mesh<B> {
     ) -> Result<Self> {
         let seq_len = setup.data.seq_len;
         let source = Arc::new(DatasetSource::new(setup.data, setup.structure_dropout));
-        let mut options = TrainerOptions::new(seq_len, sequences_per_step).with_optimizer(setup.optimizer);
+        let mut options =
+            TrainerOptions::new(seq_len, sequences_per_step).with_optimizer(setup.optimizer);
         if let Some(nodes) = setup.nodes {
             options = options.with_nodes(nodes);
         }
-        let mut trainer = ParallelTrainer::new(layout, model, source.clone(), options, vec![setup.device])?;
+        let mut trainer =
+            ParallelTrainer::new(layout, model, source.clone(), options, setup.rank_devices)?;
         if let Some(record) = setup.record {
             trainer.load_optimizer_record(record)?;
         }

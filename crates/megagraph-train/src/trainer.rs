@@ -14,9 +14,9 @@ use crate::checkpoint::{Checkpointer, TrainState};
 use crate::config::{MeshConfig, TrainConfig};
 use crate::data::{NodeBatch, SequenceDataset, SplitRole};
 use crate::engine::{EngineSetup, Mesh, SingleDevice, StepEngine};
-use crate::parallel::{StepShape, resolve_layout};
 use crate::error::{Result, TrainError};
 use crate::metrics::{EpochMetrics, TrainReport, peak_rss_bytes};
+use crate::parallel::{StepShape, resolve_layout};
 use crate::schedule::WarmupCosine;
 
 /// Receives progress while a [`NodeClassificationTrainer`] runs (progress bars, logs).
@@ -93,8 +93,11 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// The model configuration this trainer builds for its dataset.
     pub fn model_config(&self) -> GraphTransformerConfig {
         let d = &self.data.dataset;
-        self.config
-            .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes)
+        self.config.model_config(
+            d.features.as_ref().map(|f| f.dim),
+            d.graph.num_nodes(),
+            d.num_classes,
+        )
     }
 
     /// The mesh layout the `[mesh]` section asks for, checked against the model and the data;
@@ -118,7 +121,11 @@ impl<'a> NodeClassificationTrainer<'a> {
     }
 
     fn batch_size(&self) -> usize {
-        self.config.training.batch_size.min(self.data.num_sequences()).max(1)
+        self.config
+            .training
+            .batch_size
+            .min(self.data.num_sequences())
+            .max(1)
     }
 
     /// Identifies what a checkpoint was trained on; the mesh layout is left out, so a run can
@@ -130,7 +137,14 @@ impl<'a> NodeClassificationTrainer<'a> {
         config.training.metrics_out = None;
         config.training.plot_dir = None;
         config.mesh = MeshConfig::default();
-        format!("{:?}", (config, self.data.dataset.name.as_str(), self.data.num_sequences()))
+        format!(
+            "{:?}",
+            (
+                config,
+                self.data.dataset.name.as_str(),
+                self.data.num_sequences()
+            )
+        )
     }
 
     /// Trains on `device` (every rank of a mesh uses it) and returns the best-validation model
@@ -140,14 +154,56 @@ impl<'a> NodeClassificationTrainer<'a> {
     ///
     /// An invalid layout or configuration, a checkpoint that cannot be written or read, a mesh
     /// failure naming the rank, or [`TrainError::Interrupted`] when `observer` asks to stop.
-    pub fn fit<B>(&self, device: &B::Device, observer: &mut dyn TrainObserver) -> Result<TrainOutcome<B::InnerBackend>>
+    pub fn fit<B>(
+        &self,
+        device: &B::Device,
+        observer: &mut dyn TrainObserver,
+    ) -> Result<TrainOutcome<B::InnerBackend>>
     where
         B: ContextParallelBackend,
     {
+        self.fit_on::<B>(std::slice::from_ref(device), observer)
+    }
+
+    /// Trains with the ranks of a mesh on `devices`: rank `r` (in `pp x cp x dp` order) on
+    /// `devices[r]`, or every rank on `devices[0]` when one device is given (one GPU, or the
+    /// CPU, whose ranks are threads). The model is built, evaluated and returned on
+    /// `devices[0]`, where single-device training also runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`fit`](Self::fit); no devices, or a device count other than 1 or the mesh's rank
+    /// count, is refused naming the field `devices`.
+    pub fn fit_on<B>(
+        &self,
+        devices: &[B::Device],
+        observer: &mut dyn TrainObserver,
+    ) -> Result<TrainOutcome<B::InnerBackend>>
+    where
+        B: ContextParallelBackend,
+    {
+        let Some(device) = devices.first() else {
+            return Err(TrainError::InvalidConfig {
+                field: "devices",
+                reason: "no device given".into(),
+            });
+        };
         let config = self.config;
         let training = &config.training;
         let seed = training.seed;
         let layout = self.layout()?;
+        if let Some(layout) = &layout {
+            let world = layout.world_size();
+            if devices.len() != 1 && devices.len() != world {
+                return Err(TrainError::InvalidConfig {
+                    field: "devices",
+                    reason: format!(
+                        "{} devices for a mesh of {world} ranks: give 1 (shared by every rank) or {world}",
+                        devices.len()
+                    ),
+                });
+            }
+        }
         B::seed(device, seed);
         let initial: GraphTransformer<B> = self.model_config().init(device);
         let mut model = initial.valid();
@@ -186,10 +242,17 @@ impl<'a> NodeClassificationTrainer<'a> {
                     let loaded;
                     (model, best, loaded) = checkpointer.load::<B, _, _>(model, best, device)?;
                     record = Some(loaded);
-                    log::info!("resuming after epoch {} from {}", saved.epoch, checkpointer.dir().display());
+                    log::info!(
+                        "resuming after epoch {} from {}",
+                        saved.epoch,
+                        checkpointer.dir().display()
+                    );
                     state = saved;
                 }
-                None => log::warn!("no checkpoint in {}: starting from scratch", checkpointer.dir().display()),
+                None => log::warn!(
+                    "no checkpoint in {}: starting from scratch",
+                    checkpointer.dir().display()
+                ),
             }
         }
 
@@ -201,6 +264,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             data: self.data.clone(),
             structure_dropout: config.data.structure_dropout,
             device: device.clone(),
+            rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),
         };
         let mut engine: Box<dyn StepEngine<B>> = match layout {
@@ -243,9 +307,14 @@ impl<'a> NodeClassificationTrainer<'a> {
             let epoch = state.epoch + 1;
             let started = Instant::now();
             // Dropout and order depend only on (seed, epoch), so a resumed run repeats exactly.
-            B::seed(device, seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64));
+            B::seed(
+                device,
+                seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
+            );
             let mut order: Vec<usize> = (0..num_sequences).collect();
-            order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ (epoch as u64).rotate_left(32)));
+            order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+                seed ^ (epoch as u64).rotate_left(32),
+            ));
             observer.epoch_started(epoch, training.epochs, steps_per_epoch);
 
             let (mut loss_sum, mut loss_steps, mut lr) = (0.0, 0, schedule.at(state.step));
@@ -275,7 +344,11 @@ impl<'a> NodeClassificationTrainer<'a> {
             }
             let metrics = EpochMetrics {
                 epoch,
-                loss: if loss_steps > 0 { loss_sum / loss_steps as f64 } else { f64::NAN },
+                loss: if loss_steps > 0 {
+                    loss_sum / loss_steps as f64
+                } else {
+                    f64::NAN
+                },
                 train_accuracy: accuracy.train,
                 valid_accuracy: accuracy.valid,
                 test_accuracy: accuracy.test,
@@ -287,7 +360,12 @@ impl<'a> NodeClassificationTrainer<'a> {
             state.history.push(metrics.clone());
             observer.epoch_finished(&metrics, improved);
             if let Some(checkpointer) = checkpointer.as_ref().filter(|_| writes_checkpoints) {
-                checkpointer.save::<B, _, _>(&current, &best, engine.optimizer_record()?, &state)?;
+                checkpointer.save::<B, _, _>(
+                    &current,
+                    &best,
+                    engine.optimizer_record()?,
+                    &state,
+                )?;
             }
             if observer.should_stop(epoch) {
                 return Err(TrainError::Interrupted { epoch });
@@ -317,7 +395,10 @@ impl<'a> NodeClassificationTrainer<'a> {
             stopped,
             history: state.history,
         };
-        Ok(TrainOutcome { model: best, report })
+        Ok(TrainOutcome {
+            model: best,
+            report,
+        })
     }
 
     /// Accuracy of `model` on the train, valid and test nodes.
@@ -348,7 +429,13 @@ impl<'a> NodeClassificationTrainer<'a> {
                 }
             }
         }
-        let ratio = |i: usize| if total[i] == 0 { 0.0 } else { correct[i] as f64 / total[i] as f64 };
+        let ratio = |i: usize| {
+            if total[i] == 0 {
+                0.0
+            } else {
+                correct[i] as f64 / total[i] as f64
+            }
+        };
         SplitAccuracy {
             train: ratio(0),
             valid: ratio(1),

@@ -24,16 +24,18 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The cache file of `key` measured with `options` under `dir`:
-/// `dir/profile_<cache key>_c<concurrency>_<ladder digest>.json`.
+/// `dir/profile_<cache key>_c<concurrency>_<digest>.json`, the digest covering the ladder, the
+/// cache eviction and the threads each copy runs on.
 pub fn measured_cache_path(
     dir: impl AsRef<Path>,
     key: &ProfileKey,
     options: &ProfilerOptions,
 ) -> PathBuf {
     let ladder = format!(
-        "{:?}/evict {}",
+        "{:?}/evict {}/threads {}",
         crate::profiler::jobs(&options.ladder),
-        options.evict_bytes
+        options.evict_bytes,
+        megagraph_parallel::threads::default_threads_per_rank(options.concurrency)
     );
     dir.as_ref().join(format!(
         "profile_{}_c{}_{:016x}.json",

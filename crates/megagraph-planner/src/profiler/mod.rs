@@ -7,10 +7,14 @@
 //!   random `u8` distance index, random features), and for every part and size runs a few
 //!   warm-up passes and then takes the median of several timed ones. Memory is read with a
 //!   [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`], the parallel runtime's
-//!   per-thread accounting, so the profile's bytes are what a rank reports.
+//!   per-thread accounting, so the profile's bytes are what a rank reports; on GPU backends the
+//!   CubeCL runtime's statistics (`megagraph_parallel::meter::CubeMemoryMeter`, features
+//!   `cuda` / `wgpu`), which the runtime overhead step then uses too.
 //! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
-//!   once on separate threads, as the ranks of a mesh do when they share one machine's cores
-//!   and memory bandwidth; the table holds the first copy's numbers.
+//!   once, as the ranks of a mesh do when they share one machine's memory bandwidth; the table
+//!   holds the first copy's numbers. Every copy runs in its own rayon pool of `cores / copies`
+//!   threads, the slice of the cores a rank of the parallel runtime gets by default
+//!   ([`megagraph_parallel::threads`]).
 //! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
 //!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
 //!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
@@ -19,11 +23,10 @@
 //!   warning).
 
 mod cache;
-mod meter;
 mod parts;
 
 pub use cache::{CacheStatus, cached_profile, measured_cache_path};
-pub use meter::{MemoryMeter, ThreadAllocatorMeter};
+pub use megagraph_parallel::{MemoryMeter, ThreadAllocatorMeter};
 
 use crate::fitted::FittedProfile;
 use crate::latency::FitOptions;
@@ -37,10 +40,11 @@ use crate::validate::{ValidationOptions, validate_plans};
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use megagraph_kernels::AttentionError;
 use megagraph_parallel::ContextParallelBackend;
+use megagraph_parallel::threads::{default_threads_per_rank, run_in_pool};
 use parts::{PartBench, Run};
 use serde::{Deserialize, Serialize};
 use std::panic::AssertUnwindSafe;
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 
 /// How [`measure_profile`] measures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -104,8 +108,8 @@ pub enum MeasureError {
          megagraph_parallel::CountingAllocator as the program's #[global_allocator])"
     )]
     NoMemoryMeter {
-        /// The meter's type name.
-        meter: &'static str,
+        /// The meter (its `Debug` form).
+        meter: String,
     },
     /// The attention op refused its inputs.
     #[error("attention op at block {size}: {source}")]
@@ -134,6 +138,9 @@ pub enum MeasureError {
     /// The runtime overhead step failed.
     #[error("measuring the runtime's memory overhead (a one-layer training step): {0}")]
     Overhead(String),
+    /// The backend could not be set up.
+    #[error("the backend could not run the profile: {0}")]
+    Backend(String),
     /// The measured table is invalid (e.g. a non-finite time).
     #[error(transparent)]
     Profile(#[from] ProfileError),
@@ -154,27 +161,41 @@ impl Default for ProfilerOptions {
 
 impl ProfilerOptions {
     /// A ladder for CPU workers: rows 64 ..= 8192 and blocks 32 ..= 2048, powers of two with the
-    /// midpoints `1.5 * 2^k` above 256 (where times leave the overhead-bound regime); attention
+    /// midpoints `1.5 * 2^k` from 256 (where times leave the overhead-bound regime); attention
     /// at batches 1, 2, 4 and 8, above batch 1 up to `batch * block^2 = 2^21`.
     pub fn cpu_ladder() -> ProfileLadder {
-        let ladder = |low: u32, high: u32| -> Vec<usize> {
-            let mut sizes = Vec::new();
-            for p in low..=high {
-                let size = 1usize << p;
-                sizes.push(size);
-                if size >= 256 && p < high {
-                    sizes.push(size + size / 2);
-                }
-            }
-            sizes
-        };
         ProfileLadder {
-            rows: ladder(6, 13),
-            blocks: ladder(5, 11),
+            rows: doubling(6, 13, 256),
+            blocks: doubling(5, 11, 256),
             attention_batches: vec![1, 2, 4, 8],
             max_attention_pairs: 1 << 21,
         }
     }
+
+    /// A ladder for GPUs: rows 512 ..= 65536 and blocks 128 ..= 16384, powers of two with the
+    /// midpoints from 2048 (below it a GPU is bound by launch overhead); attention at batches
+    /// 1, 2, 4 and 8, above batch 1 up to `batch * block^2 = 2^28`.
+    pub fn gpu_ladder() -> ProfileLadder {
+        ProfileLadder {
+            rows: doubling(9, 16, 2048),
+            blocks: doubling(7, 14, 2048),
+            attention_batches: vec![1, 2, 4, 8],
+            max_attention_pairs: 1 << 28,
+        }
+    }
+}
+
+/// `2^low ..= 2^high`, with the midpoint `1.5 * 2^p` after every power from `midpoints_from`.
+fn doubling(low: u32, high: u32, midpoints_from: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    for p in low..=high {
+        let size = 1usize << p;
+        sizes.push(size);
+        if size >= midpoints_from && p < high {
+            sizes.push(size + size / 2);
+        }
+    }
+    sizes
 }
 
 /// Every measurement of `ladder`: `(part, batch, size)` in table order.
@@ -244,7 +265,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
     backend: &str,
     device_name: &str,
     device: &B::Device,
-    meter: &(dyn MemoryMeter + Sync),
+    meter: Arc<dyn MemoryMeter>,
     options: &ProfilerOptions,
     progress: &mut dyn FnMut(ProfileProgress),
 ) -> Result<ProfileTable, MeasureError> {
@@ -259,7 +280,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
     }
     if !meter.available() {
         return Err(MeasureError::NoMemoryMeter {
-            meter: std::any::type_name_of_val(meter),
+            meter: format!("{meter:?}"),
         });
     }
     sizes("rows", &options.ladder.rows)?;
@@ -276,6 +297,8 @@ pub fn measure_profile<B: ContextParallelBackend>(
         runtime_overhead_bytes: 0,
     };
     let copies = options.concurrency;
+    // each copy on its own slice of the cores, as the parallel runtime runs its ranks
+    let threads = default_threads_per_rank(copies);
     let barrier = Barrier::new(copies);
     // every copy keeps its modules for the whole ladder
     let results: Vec<Result<Vec<Run>, MeasureError>> = std::thread::scope(|scope| {
@@ -283,63 +306,72 @@ pub fn measure_profile<B: ContextParallelBackend>(
         let handles: Vec<_> = (0..copies)
             .map(|copy| {
                 let (jobs, barrier, done_tx) = (&jobs, &barrier, done_tx.clone());
+                let meter = meter.as_ref();
+                let pool = format!("megagraph-profile-{copy}");
                 scope.spawn(move || {
-                    let mut bench = PartBench::<B>::new(
-                        shape,
-                        device,
-                        options.seed + copy as u64,
-                        options.evict_bytes,
-                    );
-                    let mut runs = Vec::with_capacity(jobs.len());
-                    for (index, &(part, batch, size)) in jobs.iter().enumerate() {
-                        let mut forward = Vec::with_capacity(options.repeats);
-                        let mut backward = Vec::with_capacity(options.repeats);
-                        let mut last = None;
-                        for repeat in 0..options.warmup + options.repeats {
-                            barrier.wait();
-                            let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                                bench.run(part, batch, size, meter)
-                            }))
-                            .map_err(|panic| MeasureError::Panicked {
-                                part,
-                                size,
-                                message: panic_message(panic.as_ref()),
-                            })
-                            .and_then(|run| {
-                                run.map_err(|source| MeasureError::Attention { size, source })
-                            });
-                            let run = match run {
-                                Ok(run) => run,
-                                Err(error) => {
-                                    // keep the other copies from waiting forever
-                                    for _ in repeat + 1..options.warmup + options.repeats {
-                                        barrier.wait();
+                    run_in_pool(threads, &pool, || {
+                        let mut bench = PartBench::<B>::new(
+                            shape,
+                            device,
+                            options.seed + copy as u64,
+                            options.evict_bytes,
+                        );
+                        let mut runs = Vec::with_capacity(jobs.len());
+                        for (index, &(part, batch, size)) in jobs.iter().enumerate() {
+                            let mut forward = Vec::with_capacity(options.repeats);
+                            let mut backward = Vec::with_capacity(options.repeats);
+                            let mut last = None;
+                            for repeat in 0..options.warmup + options.repeats {
+                                barrier.wait();
+                                let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                    bench.run(part, batch, size, meter)
+                                }))
+                                .map_err(|panic| MeasureError::Panicked {
+                                    part,
+                                    size,
+                                    message: panic_message(panic.as_ref()),
+                                })
+                                .and_then(|run| {
+                                    run.map_err(|source| MeasureError::Attention { size, source })
+                                });
+                                let run = match run {
+                                    Ok(run) => run,
+                                    Err(error) => {
+                                        // keep the other copies from waiting forever
+                                        for _ in repeat + 1..options.warmup + options.repeats {
+                                            barrier.wait();
+                                        }
+                                        return Err(error);
                                     }
-                                    return Err(error);
+                                };
+                                if repeat >= options.warmup {
+                                    forward.push(run.forward_seconds);
+                                    backward.push(run.backward_seconds);
+                                    last = Some(run);
                                 }
-                            };
-                            if repeat >= options.warmup {
-                                forward.push(run.forward_seconds);
-                                backward.push(run.backward_seconds);
-                                last = Some(run);
+                            }
+                            let last = last.unwrap_or(Run {
+                                forward_seconds: 0.0,
+                                backward_seconds: 0.0,
+                                saved_bytes: 0,
+                                peak_bytes: 0,
+                            });
+                            runs.push(Run {
+                                forward_seconds: median(&mut forward),
+                                backward_seconds: median(&mut backward),
+                                ..last
+                            });
+                            if copy == 0 {
+                                let _ = done_tx.send(index);
                             }
                         }
-                        let last = last.unwrap_or(Run {
-                            forward_seconds: 0.0,
-                            backward_seconds: 0.0,
-                            saved_bytes: 0,
-                            peak_bytes: 0,
-                        });
-                        runs.push(Run {
-                            forward_seconds: median(&mut forward),
-                            backward_seconds: median(&mut backward),
-                            ..last
-                        });
-                        if copy == 0 {
-                            let _ = done_tx.send(index);
-                        }
-                    }
-                    Ok(runs)
+                        Ok(runs)
+                    })
+                    .unwrap_or_else(|error| {
+                        Err(MeasureError::ThreadPanicked {
+                            message: format!("cannot start a pool of {threads} threads: {error}"),
+                        })
+                    })
                 })
             })
             .collect();
@@ -387,7 +419,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
         }
     }
     table.validate()?;
-    table.runtime_overhead_bytes = runtime_overhead::<B>(&table, shape, device, options)?;
+    table.runtime_overhead_bytes = runtime_overhead::<B>(&table, shape, device, meter, options)?;
     Ok(table)
 }
 
@@ -398,6 +430,7 @@ fn runtime_overhead<B: ContextParallelBackend>(
     table: &ProfileTable,
     shape: &ModelShape,
     device: &B::Device,
+    meter: Arc<dyn MemoryMeter>,
     options: &ProfilerOptions,
 ) -> Result<u64, MeasureError> {
     let seq_len = options.ladder.row_points().first().copied().unwrap_or(64);
@@ -444,6 +477,7 @@ fn runtime_overhead<B: ContextParallelBackend>(
         &workload,
         &[plan],
         device,
+        meter,
         &validation,
         &mut |_| {},
     )

@@ -1,7 +1,6 @@
 //! One timed forward and backward pass of a profiled part on the real Burn modules.
 
 use crate::profile::ProfiledPart;
-use crate::profiler::meter::MemoryMeter;
 use crate::realize::{SplitMix, init_model, random_buckets};
 use crate::workload::ModelShape;
 use burn::tensor::backend::AutodiffBackend;
@@ -10,7 +9,7 @@ use megagraph_kernels::{
     AttentionBias, AttentionError, AttentionOptions, DistanceBias, graph_attention,
 };
 use megagraph_models::{GraphTransformer, NodeInput, masked_cross_entropy};
-use megagraph_parallel::ContextParallelBackend;
+use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
 use std::time::Instant;
 
 /// What one run of a part measured.

@@ -1,5 +1,6 @@
 //! The `megagraph` command line.
 
+mod backend;
 mod nodes;
 mod orchestrator;
 mod plan;
@@ -8,10 +9,11 @@ mod train;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
-pub use profile::{ProfileArgs, ProfilingArgs};
+pub use backend::{BackendChoice, BackendJob};
 pub use nodes::NodeArgs;
 pub use orchestrator::OrchestratorArgs;
+pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
+pub use profile::{ProfileArgs, ProfilingArgs};
 pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
 use crate::config::ModelConfig;
@@ -94,7 +96,12 @@ pub enum Command {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train(args) => train::train(&args.to_config()?, args.nodes.to_node_config()?),
+        Command::Train(args) => train::train(
+            &args.to_config()?,
+            args.nodes.to_node_config()?,
+            args.backend,
+            args.devices,
+        ),
         Command::Plan(args) => plan::plan(&args),
         Command::Profile(args) => profile::profile(&args),
         Command::Orchestrator(args) => orchestrator::orchestrator(&args),

@@ -1,17 +1,20 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use megagraph_models::ModelPreset;
+use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
-    ClusterSpec, ModelShape, Plan, PlanReport, SearchOptions, ValidationOptions,
+    ClusterSpec, MemoryMeter, ModelShape, Plan, PlanReport, SearchOptions, ValidationOptions,
     ValidationProgress, ValidationReport, Workload, cluster_analytic_profile, plan as search_plan,
     validate_plans,
 };
 
 use super::ModelShapeArgs;
-use super::profile::{ProfileBackend, ProfilingArgs, measured_profile};
+use super::backend::{BackendChoice, BackendJob};
+use super::profile::{ProfilingArgs, measured_profile};
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
 use crate::plot::{Chart, Series, SeriesStyle};
@@ -38,7 +41,8 @@ pub struct ModelSpecArgs {
 pub enum ProfileSource {
     /// Estimated from the cluster file's `[compute]` hints (any cluster).
     Analytic,
-    /// Measured on this machine (Flex CPU backend) and cached: for the local CPU cluster.
+    /// Measured on this machine (on `--backend`, Flex by default) and cached: for a cluster of
+    /// devices like this machine's.
     Measured,
 }
 
@@ -91,11 +95,15 @@ pub struct PlanArgs {
 impl ModelSpecArgs {
     /// The model shape the flags describe.
     pub fn shape(&self) -> Result<ModelShape> {
-        let preset = ModelPreset::from_name(&self.preset).ok_or_else(|| TrainError::InvalidConfig {
-            field: "preset",
-            reason: format!("must be one of {:?}", ModelPreset::ALL.map(|(n, _)| n)),
-        })?;
-        let base = preset.apply(megagraph_models::GraphTransformerConfig::new(1, self.classes));
+        let preset =
+            ModelPreset::from_name(&self.preset).ok_or_else(|| TrainError::InvalidConfig {
+                field: "preset",
+                reason: format!("must be one of {:?}", ModelPreset::ALL.map(|(n, _)| n)),
+            })?;
+        let base = preset.apply(megagraph_models::GraphTransformerConfig::new(
+            1,
+            self.classes,
+        ));
         Ok(ModelShape::of(&megagraph_models::GraphTransformerConfig {
             num_layers: self.shape.layers.unwrap_or(base.num_layers),
             num_heads: self.shape.heads.unwrap_or(base.num_heads),
@@ -118,7 +126,8 @@ impl PlanArgs {
 /// explanation, optionally validates the top candidates on this machine and writes the JSON
 /// report (and the predicted-vs-measured SVG).
 pub fn plan(args: &PlanArgs) -> Result<()> {
-    let cluster = ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
+    let cluster =
+        ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
     let shape = args.shape()?;
     let workload = Workload {
         seq_len: args.seq_len,
@@ -130,7 +139,9 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         ..SearchOptions::default()
     };
     let profile = match args.profile {
-        ProfileSource::Analytic => cluster_analytic_profile(&cluster, &shape, workload.dtype_bytes)?,
+        ProfileSource::Analytic => {
+            cluster_analytic_profile(&cluster, &shape, workload.dtype_bytes)?
+        }
         ProfileSource::Measured => {
             let (table, path, _) = measured_profile(&cluster, &shape, &args.profiling)?;
             println!("measured profile: {}", path.display());
@@ -140,8 +151,19 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     let mut report = search_plan(&cluster, &shape, &workload, &profile, &options)?;
     println!("{}", report.explain());
     let validation = if args.validate {
-        let top: Vec<Plan> = report.candidates.iter().take(args.validate_top.max(1)).cloned().collect();
-        let validation = validate(&shape, &workload, &top, args.validate_steps)?;
+        let top: Vec<Plan> = report
+            .candidates
+            .iter()
+            .take(args.validate_top.max(1))
+            .cloned()
+            .collect();
+        let validation = validate(
+            args.profiling.backend,
+            &shape,
+            &workload,
+            &top,
+            args.validate_steps,
+        )?;
         println!("\n{validation}");
         apply_validation(&mut report, &validation);
         Some(validation)
@@ -168,12 +190,21 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         match plot {
             Some(plot) => {
                 validation_chart(validation).write(&plot)?;
-                println!("predicted vs measured step time plotted in {}", plot.display());
+                println!(
+                    "predicted vs measured step time plotted in {}",
+                    plot.display()
+                );
                 if validation.memory_measured() {
-                    let stem = plot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                    let stem = plot
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default();
                     let memory = plot.with_file_name(format!("{stem}-memory.svg"));
                     memory_chart(validation).write(&memory)?;
-                    println!("predicted vs measured peak memory plotted in {}", memory.display());
+                    println!(
+                        "predicted vs measured peak memory plotted in {}",
+                        memory.display()
+                    );
                 }
             }
             None => println!("(no plot written: give --json or --plot)"),
@@ -189,47 +220,92 @@ fn output_error(path: &Path, err: serde_json::Error) -> TrainError {
     }
 }
 
-/// Runs `plans` on this machine's CPU mesh with a progress bar.
-fn validate(shape: &ModelShape, workload: &Workload, plans: &[Plan], steps: usize) -> Result<ValidationReport> {
-    let options = ValidationOptions {
-        steps: steps.max(1),
-        ..ValidationOptions::default()
-    };
-    let total = plans.len() * (options.warmup_steps + options.steps);
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(
-            ProgressStyle::with_template("validating [{bar:30}] {pos}/{len} steps {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar
-    });
-    let mut progress = |p: ValidationProgress| match &bar {
-        Some(bar) => {
-            bar.inc(1);
-            bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
-        }
-        None => {
-            if p.step == p.steps {
-                eprintln!("validated plan {}/{}", p.plan + 1, p.plans);
+/// Runs `plans` on this machine's mesh (worker threads on `backend`) with a progress bar.
+fn validate(
+    backend: BackendChoice,
+    shape: &ModelShape,
+    workload: &Workload,
+    plans: &[Plan],
+    steps: usize,
+) -> Result<ValidationReport> {
+    backend.run(ValidateJob {
+        shape,
+        workload,
+        plans,
+        options: ValidationOptions {
+            steps: steps.max(1),
+            ..ValidationOptions::default()
+        },
+    })
+}
+
+/// [`validate_plans`] with a progress bar, on the chosen backend.
+struct ValidateJob<'a> {
+    shape: &'a ModelShape,
+    workload: &'a Workload,
+    plans: &'a [Plan],
+    options: ValidationOptions,
+}
+
+impl BackendJob for ValidateJob<'_> {
+    type Output = ValidationReport;
+
+    fn run<B: ContextParallelBackend>(
+        self,
+        _backend: BackendChoice,
+        devices: Vec<B::Device>,
+        meter: Arc<dyn MemoryMeter>,
+    ) -> Result<ValidationReport> {
+        let options = &self.options;
+        let total = self.plans.len() * (options.warmup_steps + options.steps);
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template("validating [{bar:30}] {pos}/{len} steps {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        let mut progress = |p: ValidationProgress| match &bar {
+            Some(bar) => {
+                bar.inc(1);
+                bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
             }
+            None => {
+                if p.step == p.steps {
+                    eprintln!("validated plan {}/{}", p.plan + 1, p.plans);
+                }
+            }
+        };
+        let report = validate_plans::<B>(
+            self.shape,
+            self.workload,
+            self.plans,
+            &devices[0],
+            meter,
+            options,
+            &mut progress,
+        );
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
         }
-    };
-    let report = validate_plans::<ProfileBackend>(shape, workload, plans, &Default::default(), &options, &mut progress);
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
+        Ok(report?)
     }
-    Ok(report?)
 }
 
 /// Copies the measurements of `validation` into the matching plans of `report`.
 fn apply_validation(report: &mut PlanReport, validation: &ValidationReport) {
     let same = |a: &Plan, b: &Plan| {
-        (a.pp, a.cp, a.dp, a.micro_batches, &a.stage_layers) == (b.pp, b.cp, b.dp, b.micro_batches, &b.stage_layers)
+        (a.pp, a.cp, a.dp, a.micro_batches, &a.stage_layers)
+            == (b.pp, b.cp, b.dp, b.micro_batches, &b.stage_layers)
     };
     for validated in &validation.plans {
-        for plan in report.candidates.iter_mut().chain(std::iter::once(&mut report.best)) {
+        for plan in report
+            .candidates
+            .iter_mut()
+            .chain(std::iter::once(&mut report.best))
+        {
             if same(plan, &validated.plan) {
                 plan.measured_step_seconds = validated.plan.measured_step_seconds;
                 plan.measured_peak_bytes_per_device = validated.plan.measured_peak_bytes_per_device;
@@ -278,7 +354,10 @@ fn memory_chart(validation: &ValidationReport) -> Chart {
         if let Some(measured) = p.measured_peak_bytes_per_device {
             chart = chart.with_series(Series::new(
                 format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
-                vec![(p.predicted_peak_bytes_per_device as f64 / 1e6, measured as f64 / 1e6)],
+                vec![(
+                    p.predicted_peak_bytes_per_device as f64 / 1e6,
+                    measured as f64 / 1e6,
+                )],
                 SeriesStyle::Points,
             ));
         }

@@ -1,29 +1,28 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use burn::backend::{Autodiff, Flex};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use megagraph_graph::default_cache_dir;
+use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
-    CacheStatus, ClusterSpec, ModelShape, ProfileKey, ProfileLadder, ProfileProgress,
-    ProfileTable, ProfilerOptions, ThreadAllocatorMeter, cached_profile, measure_profile,
+    CacheStatus, ClusterSpec, MemoryMeter, ModelShape, ProfileKey, ProfileLadder, ProfileProgress,
+    ProfileTable, ProfilerOptions, cached_profile, measure_profile,
 };
 
+use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
-
-/// The backend profiles are measured on by the command line: Burn's Flex CPU backend.
-pub type ProfileBackend = Autodiff<Flex>;
-
-/// Name of [`ProfileBackend`] in profile keys.
-pub const PROFILE_BACKEND_NAME: &str = "flex";
 
 /// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
 /// measured`).
 #[derive(Debug, Args)]
 pub struct ProfilingArgs {
+    /// Backend to measure (and validate) on; its name keys the profile.
+    #[arg(long, value_enum, value_name = "NAME", default_value = "flex")]
+    pub backend: BackendChoice,
     /// Measure again even when a cached profile exists.
     #[arg(long)]
     pub refresh: bool,
@@ -37,16 +36,17 @@ pub struct ProfilingArgs {
     /// the cluster's devices per node.
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
-    /// Row counts to measure (comma-separated). Default: 64..8192.
+    /// Row counts to measure (comma-separated). Default: 64..8192 (CUDA: 512..65536).
     #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
     pub rows: Option<Vec<usize>>,
-    /// Attention block edges to measure (comma-separated). Default: 32..2048.
+    /// Attention block edges to measure (comma-separated). Default: 32..2048 (CUDA:
+    /// 128..16384).
     #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
     pub blocks: Option<Vec<usize>>,
     /// MiB written between each forward and backward pass to evict the CPU caches, as happens
     /// in a real stage, whose backward runs after every later layer (default: twice this
     /// machine's 32 MiB L3; 0 measures with warm caches, which underestimates stages whose
-    /// working set exceeds the cache).
+    /// working set exceeds the cache). Not used on `--backend cuda`.
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub evict_mib: usize,
     /// Cache folder (default: $MEGAGRAPH_CACHE, else ~/.cache/megagraph).
@@ -58,7 +58,11 @@ pub struct ProfilingArgs {
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
     /// Cluster description (TOML) of this machine; its device name keys the profile.
-    #[arg(long, value_name = "FILE.toml", default_value = "configs/clusters/cpu-local.toml")]
+    #[arg(
+        long,
+        value_name = "FILE.toml",
+        default_value = "configs/clusters/cpu-local.toml"
+    )]
     pub cluster: PathBuf,
     /// The model.
     #[command(flatten)]
@@ -74,7 +78,10 @@ pub struct ProfileArgs {
 impl ProfilingArgs {
     /// The profiler options for `cluster`.
     pub fn options(&self, cluster: &ClusterSpec) -> Result<ProfilerOptions> {
-        let defaults = ProfilerOptions::cpu_ladder();
+        let defaults = match self.backend {
+            BackendChoice::Cuda => ProfilerOptions::gpu_ladder(),
+            BackendChoice::Flex | BackendChoice::Wgpu => ProfilerOptions::cpu_ladder(),
+        };
         let options = ProfilerOptions {
             ladder: ProfileLadder {
                 rows: self.rows.clone().unwrap_or(defaults.rows),
@@ -84,7 +91,11 @@ impl ProfilingArgs {
             warmup: self.warmup,
             repeats: self.repeats,
             concurrency: self.concurrency.unwrap_or(cluster.devices_per_node),
-            evict_bytes: self.evict_mib << 20,
+            evict_bytes: if self.backend == BackendChoice::Cuda {
+                0
+            } else {
+                self.evict_mib << 20
+            },
             ..ProfilerOptions::default()
         };
         for (field, value) in [
@@ -117,11 +128,46 @@ pub fn measured_profile(
             cluster.nodes
         );
     }
+    args.backend.check()?;
     let options = args.options(cluster)?;
-    let key = ProfileKey::new(PROFILE_BACKEND_NAME, cluster.device.clone(), shape, 4);
+    let key = ProfileKey::new(args.backend.name(), cluster.device.clone(), shape, 4);
     let dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let found = cached_profile(&dir, &key, &options, args.refresh, || {
-        let total = measurements(&options.ladder);
+        eprintln!(
+            "measuring the profile of {} on {} ({} copies at once); cached in {}",
+            key.cache_key(),
+            args.backend.name(),
+            options.concurrency,
+            dir.display()
+        );
+        args.backend
+            .run(MeasureJob {
+                shape,
+                device_name: &cluster.device,
+                options: &options,
+            })
+            .map_err(|error| megagraph_planner::MeasureError::Backend(error.to_string()))?
+    })?;
+    Ok(found)
+}
+
+/// [`measure_profile`] with a progress bar, on the chosen backend.
+struct MeasureJob<'a> {
+    shape: &'a ModelShape,
+    device_name: &'a str,
+    options: &'a ProfilerOptions,
+}
+
+impl BackendJob for MeasureJob<'_> {
+    type Output = std::result::Result<ProfileTable, megagraph_planner::MeasureError>;
+
+    fn run<B: ContextParallelBackend>(
+        self,
+        backend: BackendChoice,
+        devices: Vec<B::Device>,
+        meter: Arc<dyn MemoryMeter>,
+    ) -> Result<Self::Output> {
+        let total = measurements(&self.options.ladder);
         let terminal = std::io::stderr().is_terminal();
         let bar = terminal.then(|| {
             let bar = ProgressBar::new(total as u64);
@@ -132,13 +178,6 @@ pub fn measured_profile(
             );
             bar
         });
-        eprintln!(
-            "measuring the profile of {} on {} ({} copies at once); cached in {}",
-            key.cache_key(),
-            PROFILE_BACKEND_NAME,
-            options.concurrency,
-            dir.display()
-        );
         let mut progress = |p: ProfileProgress| match &bar {
             Some(bar) => {
                 bar.set_position(p.done as u64);
@@ -146,25 +185,30 @@ pub fn measured_profile(
             }
             None => {
                 if p.done.is_multiple_of(8) || p.done == p.total {
-                    eprintln!("profiled {}/{} ({} {})", p.done, p.total, p.part.name(), p.size);
+                    eprintln!(
+                        "profiled {}/{} ({} {})",
+                        p.done,
+                        p.total,
+                        p.part.name(),
+                        p.size
+                    );
                 }
             }
         };
-        let table = measure_profile::<ProfileBackend>(
-            shape,
-            PROFILE_BACKEND_NAME,
-            &cluster.device,
-            &Default::default(),
-            &ThreadAllocatorMeter,
-            &options,
+        let table = measure_profile::<B>(
+            self.shape,
+            backend.name(),
+            self.device_name,
+            &devices[0],
+            meter,
+            self.options,
             &mut progress,
         );
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
-        table
-    })?;
-    Ok(found)
+        Ok(table)
+    }
 }
 
 /// Measurements of a profile at `ladder` (for the progress bar).

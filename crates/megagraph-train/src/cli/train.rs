@@ -1,17 +1,19 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use burn::backend::{Autodiff, Flex};
+use std::sync::Arc;
+
 use clap::Args;
-use megagraph_parallel::NodeConfig;
 use indicatif::{ProgressBar, ProgressStyle};
+use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
 
 use super::ModelShapeArgs;
+use super::backend::{BackendChoice, BackendJob};
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
 use crate::curves::write_training_curves;
-use crate::progress::PrepareProgress;
 use crate::error::Result;
-use crate::metrics::EpochMetrics;
+use crate::metrics::{EpochMetrics, TrainReport};
+use crate::progress::PrepareProgress;
 use crate::trainer::{NodeClassificationTrainer, TrainObserver};
 
 /// Options of `megagraph train`.
@@ -106,7 +108,12 @@ pub struct TrainArgs {
     #[arg(long, value_name = "M", help_heading = "Parallel layout")]
     pub micro_batches: Option<usize>,
     /// Layers of each pipeline stage, comma-separated (e.g. 6,10); default: as even as possible.
-    #[arg(long, value_name = "L0,L1,...", value_delimiter = ',', help_heading = "Parallel layout")]
+    #[arg(
+        long,
+        value_name = "L0,L1,...",
+        value_delimiter = ',',
+        help_heading = "Parallel layout"
+    )]
     pub stage_layers: Option<Vec<usize>>,
     /// Run the layout of a plan: a `megagraph plan --json` file, or `auto` to plan for this
     /// machine (or --cluster) now. Replaces --pp/--cp/--dp/--micro-batches/--stage-layers.
@@ -114,8 +121,31 @@ pub struct TrainArgs {
           conflicts_with_all = ["pp", "cp", "dp", "micro_batches", "stage_layers"])]
     pub plan: Option<String>,
     /// Cluster description for `--plan auto` (default: the built-in cpu-local one).
-    #[arg(long, value_name = "FILE.toml", requires = "plan", help_heading = "Parallel layout")]
+    #[arg(
+        long,
+        value_name = "FILE.toml",
+        requires = "plan",
+        help_heading = "Parallel layout"
+    )]
     pub cluster: Option<PathBuf>,
+    /// Backend to train on: flex (CPU), or wgpu / cuda in builds with that feature.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "NAME",
+        default_value = "flex",
+        help_heading = "Parallel layout"
+    )]
+    pub backend: BackendChoice,
+    /// GPUs to use (cuda, wgpu): 1 puts every rank of a mesh on the first GPU; otherwise rank
+    /// r runs on GPU r, and the mesh must have this many ranks.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        help_heading = "Parallel layout"
+    )]
+    pub devices: usize,
     /// Multi-node data parallelism (this process is one node).
     #[command(flatten, next_help_heading = "Several machines")]
     pub nodes: super::NodeArgs,
@@ -230,7 +260,13 @@ impl TrainArgs {
 ///
 /// With `nodes`, this process is one node of a multi-node run; only node 0 writes the metrics,
 /// plots and checkpoints.
-pub fn train(config: &TrainConfig, nodes: Option<NodeConfig>) -> Result<()> {
+pub fn train(
+    config: &TrainConfig,
+    nodes: Option<NodeConfig>,
+    backend: BackendChoice,
+    devices: usize,
+) -> Result<()> {
+    backend.check()?;
     let data = crate::prepare::prepare_with_progress(config, &PrepareBars::default())?;
     let d = &data.dataset;
     println!(
@@ -258,23 +294,57 @@ pub fn train(config: &TrainConfig, nodes: Option<NodeConfig>) -> Result<()> {
             layout.stage_layers
         );
     }
-    let mut progress = Progress::new();
-    let outcome = trainer.fit::<Autodiff<Flex>>(&Default::default(), &mut progress)?;
-    let r = &outcome.report;
+    let outcome = backend.run_on(devices, FitJob { trainer: &trainer })?;
+    let r = &outcome;
     println!(
         "{}: best epoch {} of {}, valid accuracy {:.4}, test accuracy {:.4} ({:.2} s/epoch, {} parameters)",
-        r.stopped, r.best_epoch, r.epochs_run, r.best_valid_accuracy, r.test_accuracy, r.seconds_per_epoch, r.params
+        r.stopped,
+        r.best_epoch,
+        r.epochs_run,
+        r.best_valid_accuracy,
+        r.test_accuracy,
+        r.seconds_per_epoch,
+        r.params
     );
-    if let Some(path) = config.training.metrics_out.as_ref().filter(|_| trainer.is_lead()) {
+    if let Some(path) = config
+        .training
+        .metrics_out
+        .as_ref()
+        .filter(|_| trainer.is_lead())
+    {
         r.write_json(path)?;
         println!("metrics written to {}", path.display());
     }
-    if let Some(dir) = config.training.plot_dir.as_ref().filter(|_| trainer.is_lead()) {
+    if let Some(dir) = config
+        .training
+        .plot_dir
+        .as_ref()
+        .filter(|_| trainer.is_lead())
+    {
         for path in write_training_curves(r, dir)? {
             println!("curve written to {}", path.display());
         }
     }
     Ok(())
+}
+
+/// [`NodeClassificationTrainer::fit_on`] with the progress display, on the chosen backend.
+struct FitJob<'a> {
+    trainer: &'a NodeClassificationTrainer<'a>,
+}
+
+impl BackendJob for FitJob<'_> {
+    type Output = TrainReport;
+
+    fn run<B: ContextParallelBackend>(
+        self,
+        _backend: BackendChoice,
+        devices: Vec<B::Device>,
+        _meter: Arc<dyn MemoryMeter>,
+    ) -> Result<TrainReport> {
+        let mut progress = Progress::new();
+        Ok(self.trainer.fit_on::<B>(&devices, &mut progress)?.report)
+    }
 }
 
 /// Progress display: a bar per epoch on a terminal, one plain line per epoch otherwise.
@@ -296,9 +366,10 @@ impl TrainObserver for Progress {
     fn epoch_started(&mut self, epoch: usize, epochs: usize, steps: usize) {
         if self.terminal {
             let bar = ProgressBar::new(steps as u64);
-            let style = ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} steps {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
+            let style =
+                ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} steps {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(format!("{epoch}/{epochs}"));
             self.bar = Some(bar);
@@ -344,7 +415,9 @@ impl PrepareProgress for PrepareBars {
             return;
         }
         let bar = ProgressBar::new(total as u64);
-        let template = format!("{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})");
+        let template = format!(
+            "{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})"
+        );
         let style = ProgressStyle::with_template(&template)
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");

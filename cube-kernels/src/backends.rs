@@ -1,0 +1,22 @@
+//! The CubeCL backends that run the attention op as this crate's kernels (features `wgpu` /
+//! `cuda`), and their runtimes.
+//!
+//! Burn's public `Wgpu` and `Cuda` types wrap these in `Fusion` (with Burn's default
+//! features), where the op runs as fused tensor ops (the reference implementation); these
+//! plain backends launch the blockwise kernels, forward and backward.
+
+/// The CubeCL runtime of [`WgpuKernels`].
+#[cfg(feature = "wgpu")]
+pub use burn::backend::wgpu::WgpuRuntime;
+
+/// The CubeCL runtime of [`CudaKernels`].
+#[cfg(feature = "cuda")]
+pub use burn_cubecl::cubecl::cuda::CudaRuntime;
+
+/// Burn's CubeCL backend on wgpu (Vulkan, Metal, DirectX, or OpenGL), `f32` floats.
+#[cfg(feature = "wgpu")]
+pub type WgpuKernels = burn_cubecl::CubeBackend<WgpuRuntime, f32, i32, u32>;
+
+/// Burn's CubeCL backend on CUDA, `f32` floats.
+#[cfg(feature = "cuda")]
+pub type CudaKernels = burn_cubecl::CubeBackend<CudaRuntime, f32, i32, u8>;
