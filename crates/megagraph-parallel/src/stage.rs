@@ -138,6 +138,30 @@ pub fn trainable<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
     module.map(&mut RequireGrad)
 }
 
+/// `module` with every trainable float parameter replaced by a fresh leaf of the same value and
+/// [`ParamId`](burn::module::ParamId) (no data is copied): the autodiff graph of one micro-batch
+/// then shares no node with another's.
+///
+/// Burn 0.21's autodiff merges the graphs of tensors that share a node into one, and its
+/// clean-up after a backward pass may then drop steps of another graph still in flight: with
+/// two micro-batches in flight on one stage (1F1B), a gradient was sometimes lost. A stage runs
+/// each micro-batch on its own copy, and reads the gradients from that copy.
+pub(crate) fn fresh_leaves<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
+    struct FreshLeaves;
+    impl<B: AutodiffBackend> ModuleMapper<B> for FreshLeaves {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (id, tensor, mapper) = param.consume();
+            let leaf = if tensor.is_require_grad() {
+                tensor.detach().require_grad()
+            } else {
+                tensor
+            };
+            Param::from_mapped_value(id, leaf, mapper)
+        }
+    }
+    module.map(&mut FreshLeaves)
+}
+
 /// Per-micro-batch context of a stage's forward pass.
 pub(crate) struct BlockContext<'a, B: ContextParallelBackend> {
     /// Distance index rows of the block, `[batch, block, padded_seq]`.
@@ -257,4 +281,3 @@ pub(crate) fn layer_forward<B: ContextParallelBackend>(
         .dropout
         .forward(layer.ffn_out.forward(layer.dropout.forward(hidden))))
 }
-

@@ -19,7 +19,7 @@ use crate::gradients::{GradientReducer, flatten, unflatten};
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
-use crate::stage::{BlockContext, StageModule, trainable};
+use crate::stage::{BlockContext, StageModule, fresh_leaves, trainable};
 use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
 use megagraph_models::masked_cross_entropy;
 
@@ -174,7 +174,10 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// A micro-batch between its forward and backward passes.
-struct InFlight<B: AutodiffBackend> {
+struct InFlight<B: ContextParallelBackend> {
+    /// The stage's parameters as this micro-batch's own leaves (see
+    /// [`fresh_leaves`](crate::stage::fresh_leaves)); its gradients are read from them.
+    module: StageModule<B>,
     /// The stage's output (stages before the last).
     output: Option<Tensor<B, 3>>,
     /// The micro-batch's loss (last stage).
@@ -377,12 +380,13 @@ impl<B: ContextParallelBackend> Worker<B> {
                     let saved = in_flight
                         .remove(&micro)
                         .ok_or_else(|| self.internal("backward before forward"))?;
+                    let module = saved.module.clone();
                     let grads = self.backward(plan, micro, saved)?;
                     self.meter.peak();
                     if let Some(failure) = self.links.ring.take_failure() {
                         return Err(failure);
                     }
-                    let flat = flatten::<B, _>(self.module()?, &grads, &self.device);
+                    let flat = flatten::<B, _>(&module, &grads, &self.device);
                     accumulated = Some(match accumulated {
                         Some(sum) => sum + flat,
                         None => flat,
@@ -447,7 +451,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             .map_err(source_error)?;
         let block =
             BlockBatch::of(batch, self.shape.cp, self.coord.cp_rank).map_err(source_error)?;
-        let module = self.module()?;
+        let module = fresh_leaves(self.module()?.clone());
         let (x, table, input) = if self.coord.stage == 0 {
             let x = module
                 .embed(block.input, block.in_degree, block.out_degree)
@@ -506,6 +510,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             let value = loss.clone().into_scalar().elem::<f64>();
             Ok((
                 InFlight {
+                    module,
                     output: None,
                     loss: Some(loss),
                     table,
@@ -531,6 +536,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             })?;
             Ok((
                 InFlight {
+                    module,
                     output: Some(output),
                     loss: None,
                     table,

@@ -104,6 +104,11 @@ fn single_rank_matches() {
 #[test]
 fn two_ranks_match() {
     check(config(2, 1, 1, 2, &[2, 2]));
+    // a long 1F1B: stage 0 holds two micro-batches in flight, twelve times (with shared
+    // parameter nodes, Burn's autodiff clean-up once dropped steps of the other one)
+    for _ in 0..3 {
+        check(config(2, 1, 1, 12, &[2, 2]));
+    }
     check(config(1, 2, 1, 1, &[4]));
     check(config(1, 1, 2, 2, &[4]));
 }
