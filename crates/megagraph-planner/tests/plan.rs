@@ -35,6 +35,13 @@ fn shipped_cluster_files_parse() {
         Some(50e9)
     );
     assert_eq!(node.memory_bytes_per_device, multi.memory_bytes_per_device);
+    let one = cluster("h200-1x.toml");
+    assert_eq!(one.devices(), 1);
+    assert_eq!(
+        one.device, node.device,
+        "one H200 keys the same measured profiles"
+    );
+    assert_eq!(one.memory_bytes_per_device, node.memory_bytes_per_device);
 }
 
 #[test]

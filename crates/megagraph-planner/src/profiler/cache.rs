@@ -23,16 +23,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Version of how parts are measured: part of every cache digest, bumped when a change to the
+/// profiler makes earlier measurements wrong (2: attention inputs in the layer's strided layout;
+/// 3: the other copies stay busy while the first is measured).
+const MEASUREMENT_METHOD: u32 = 3;
+
 /// The cache file of `key` measured with `options` under `dir`:
-/// `dir/profile_<cache key>_c<concurrency>_<digest>.json`, the digest covering the ladder, the
-/// cache eviction and the threads each copy runs on.
+/// `dir/profile_<cache key>_c<concurrency>_<digest>.json`, the digest covering the measurement
+/// method, the ladder, the cache eviction and the threads each copy runs on.
 pub fn measured_cache_path(
     dir: impl AsRef<Path>,
     key: &ProfileKey,
     options: &ProfilerOptions,
 ) -> PathBuf {
     let ladder = format!(
-        "{:?}/evict {}/threads {}",
+        "method {MEASUREMENT_METHOD}/{:?}/evict {}/threads {}",
         crate::profiler::jobs(&options.ladder),
         options.evict_bytes,
         megagraph_parallel::threads::default_threads_per_rank(options.concurrency)

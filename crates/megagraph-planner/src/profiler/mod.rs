@@ -11,8 +11,10 @@
 //!   CubeCL runtime's statistics (`megagraph_parallel::meter::CubeMemoryMeter`, features
 //!   `cuda` / `wgpu`), which the runtime overhead step then uses too.
 //! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
-//!   once, as the ranks of a mesh do when they share one machine's memory bandwidth; the table
-//!   holds the first copy's numbers. Every copy runs in its own rayon pool of `cores / copies`
+//!   once, as the ranks of a mesh do when they share one machine's memory bandwidth: the first
+//!   copy is measured while the others run the same part over and over until it is done (a
+//!   rank of a mesh never has its peers idle while it works); the table holds the first
+//!   copy's numbers. Every copy runs in its own rayon pool of `cores / copies`
 //!   threads, the slice of the cores a rank of the parallel runtime gets by default
 //!   ([`megagraph_parallel::threads`]).
 //! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
@@ -44,7 +46,8 @@ use megagraph_parallel::threads::{default_threads_per_rank, run_in_pool};
 use parts::{PartBench, Run};
 use serde::{Deserialize, Serialize};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, OnceLock};
 
 /// How [`measure_profile`] measures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -162,13 +165,13 @@ impl Default for ProfilerOptions {
 impl ProfilerOptions {
     /// A ladder for CPU workers: rows 64 ..= 8192 and blocks 32 ..= 2048, powers of two with the
     /// midpoints `1.5 * 2^k` from 256 (where times leave the overhead-bound regime); attention
-    /// at batches 1, 2, 4 and 8, above batch 1 up to `batch * block^2 = 2^21`.
+    /// at batches 1, 2, 4 and 8, above batch 1 up to `batch * block^2 = 2^23`.
     pub fn cpu_ladder() -> ProfileLadder {
         ProfileLadder {
             rows: doubling(6, 13, 256),
             blocks: doubling(5, 11, 256),
             attention_batches: vec![1, 2, 4, 8],
-            max_attention_pairs: 1 << 21,
+            max_attention_pairs: 1 << 23,
         }
     }
 
@@ -300,12 +303,17 @@ pub fn measure_profile<B: ContextParallelBackend>(
     // each copy on its own slice of the cores, as the parallel runtime runs its ranks
     let threads = default_threads_per_rank(copies);
     let barrier = Barrier::new(copies);
+    // jobs the measured copy (0) has finished; the other copies keep running a job until then
+    let finished = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let failure: OnceLock<MeasureError> = OnceLock::new();
     // every copy keeps its modules for the whole ladder
     let results: Vec<Result<Vec<Run>, MeasureError>> = std::thread::scope(|scope| {
         let (done_tx, done_rx) = std::sync::mpsc::channel::<usize>();
         let handles: Vec<_> = (0..copies)
             .map(|copy| {
                 let (jobs, barrier, done_tx) = (&jobs, &barrier, done_tx.clone());
+                let (finished, failed, failure) = (&finished, &failed, &failure);
                 let meter = meter.as_ref();
                 let pool = format!("megagraph-profile-{copy}");
                 scope.spawn(move || {
@@ -318,12 +326,8 @@ pub fn measure_profile<B: ContextParallelBackend>(
                         );
                         let mut runs = Vec::with_capacity(jobs.len());
                         for (index, &(part, batch, size)) in jobs.iter().enumerate() {
-                            let mut forward = Vec::with_capacity(options.repeats);
-                            let mut backward = Vec::with_capacity(options.repeats);
-                            let mut last = None;
-                            for repeat in 0..options.warmup + options.repeats {
-                                barrier.wait();
-                                let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            let mut measure = || {
+                                std::panic::catch_unwind(AssertUnwindSafe(|| {
                                     bench.run(part, batch, size, meter)
                                 }))
                                 .map_err(|panic| MeasureError::Panicked {
@@ -333,23 +337,45 @@ pub fn measure_profile<B: ContextParallelBackend>(
                                 })
                                 .and_then(|run| {
                                     run.map_err(|source| MeasureError::Attention { size, source })
-                                });
-                                let run = match run {
-                                    Ok(run) => run,
-                                    Err(error) => {
-                                        // keep the other copies from waiting forever
-                                        for _ in repeat + 1..options.warmup + options.repeats {
-                                            barrier.wait();
-                                        }
-                                        return Err(error);
+                                })
+                            };
+                            barrier.wait();
+                            if copy > 0 {
+                                // the measured copy's peers: busy until it is done, as the
+                                // other ranks of a mesh are while a rank works
+                                while finished.load(Ordering::Acquire) <= index
+                                    && !failed.load(Ordering::Acquire)
+                                {
+                                    if let Err(error) = measure() {
+                                        failed.store(true, Ordering::Release);
+                                        failure.get_or_init(|| error);
                                     }
-                                };
-                                if repeat >= options.warmup {
-                                    forward.push(run.forward_seconds);
-                                    backward.push(run.backward_seconds);
-                                    last = Some(run);
+                                }
+                                barrier.wait();
+                                continue;
+                            }
+                            let mut forward = Vec::with_capacity(options.repeats);
+                            let mut backward = Vec::with_capacity(options.repeats);
+                            let mut last = None;
+                            for repeat in 0..options.warmup + options.repeats {
+                                if failed.load(Ordering::Acquire) {
+                                    break;
+                                }
+                                match measure() {
+                                    Ok(run) if repeat >= options.warmup => {
+                                        forward.push(run.forward_seconds);
+                                        backward.push(run.backward_seconds);
+                                        last = Some(run);
+                                    }
+                                    Ok(_) => {}
+                                    Err(error) => {
+                                        failed.store(true, Ordering::Release);
+                                        failure.get_or_init(|| error);
+                                    }
                                 }
                             }
+                            finished.store(index + 1, Ordering::Release);
+                            barrier.wait();
                             let last = last.unwrap_or(Run {
                                 forward_seconds: 0.0,
                                 backward_seconds: 0.0,
@@ -361,9 +387,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
                                 backward_seconds: median(&mut backward),
                                 ..last
                             });
-                            if copy == 0 {
-                                let _ = done_tx.send(index);
-                            }
+                            let _ = done_tx.send(index);
                         }
                         Ok(runs)
                     })
@@ -397,6 +421,9 @@ pub fn measure_profile<B: ContextParallelBackend>(
             })
             .collect()
     });
+    if let Some(error) = failure.into_inner() {
+        return Err(error);
+    }
     let mut results = results.into_iter();
     let first = results.next().unwrap_or(Ok(Vec::new()))?;
     for other in results {

@@ -103,9 +103,12 @@ impl<B: ContextParallelBackend> PartBench<B> {
             }
             ProfiledPart::Attention => {
                 let (heads, head_dim) = (self.shape.heads, self.shape.head_dim());
+                // laid out as a layer's projections leave them: `[batch, n, heads, head_dim]`
+                // viewed as `[batch, heads, n, head_dim]` (the op's speed depends on the strides)
                 let mut qkv = || {
-                    self.random([batch * heads, n, head_dim], true)
-                        .reshape([batch, heads, n, head_dim])
+                    self.random([batch * n, heads, head_dim], true)
+                        .reshape([batch, n, heads, head_dim])
+                        .swap_dims(1, 2)
                 };
                 let (q, k, v) = (qkv(), qkv(), qkv());
                 let buckets =

@@ -46,8 +46,8 @@ impl BackendChoice {
         }
     }
 
-    /// Whether the backend computes on this machine's CPU cores (Flex; wgpu may, on a
-    /// software renderer, but is treated as a GPU).
+    /// Whether the backend computes on this machine's CPU cores, which a mesh's ranks share
+    /// (Flex; wgpu may, on a software renderer, but is treated as a GPU).
     pub fn is_cpu(self) -> bool {
         self == Self::Flex
     }

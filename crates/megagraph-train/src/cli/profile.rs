@@ -33,7 +33,7 @@ pub struct ProfilingArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub warmup: usize,
     /// Copies of every measurement run at once (the ranks that share this machine). Default:
-    /// the cluster's devices per node.
+    /// the cluster's devices per node on flex, 1 on a GPU backend (each rank has its own).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// Row counts to measure (comma-separated). Default: 64..8192 (CUDA: 512..65536).
@@ -90,7 +90,12 @@ impl ProfilingArgs {
             },
             warmup: self.warmup,
             repeats: self.repeats,
-            concurrency: self.concurrency.unwrap_or(cluster.devices_per_node),
+            // CPU workers share this machine; GPUs are a device each
+            concurrency: self.concurrency.unwrap_or(if self.backend.is_cpu() {
+                cluster.devices_per_node
+            } else {
+                1
+            }),
             evict_bytes: if self.backend == BackendChoice::Cuda {
                 0
             } else {
