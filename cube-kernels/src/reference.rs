@@ -56,8 +56,9 @@ struct Tiles<B: Backend> {
     distance: Option<TileDistance<B>>,
     /// `[batch, heads, q_len, k_len]`.
     dense: Option<Tensor<B, 4>>,
-    /// `[batch, k_len]`.
-    mask: Option<Tensor<B, 2, Bool>>,
+    /// The key padding mask as an extra key column: `0` for a visible key, `-inf` for a
+    /// masked one, `[batch, heads, k_len, 1]` (see [`Self::keys_augmented`]).
+    key_mask: Option<Tensor<B, 4>>,
     scale: f32,
     block_size: usize,
     batch: usize,
@@ -73,6 +74,7 @@ impl<B: Backend> Tiles<B> {
         let [batch, heads, q_len, head_dim] = q.dims();
         let k: Tensor<B, 4> = float(inputs.k);
         let k_len = k.dims()[2];
+        let (device, dtype) = (k.device(), k.dtype());
         Self {
             qs: q.mul_scalar(inputs.scale),
             k,
@@ -83,7 +85,14 @@ impl<B: Backend> Tiles<B> {
                 column_offset: d.column_offset,
             }),
             dense: inputs.dense.map(float),
-            mask: inputs.key_padding_mask.map(Tensor::from_primitive),
+            key_mask: inputs.key_padding_mask.map(|mask| {
+                let mask: Tensor<B, 2, Bool> = Tensor::from_primitive(mask);
+                let [b, k_len] = mask.dims();
+                Tensor::<B, 2>::zeros([b, k_len], (&device, dtype))
+                    .mask_fill(mask, f32::NEG_INFINITY)
+                    .reshape([b, 1, k_len, 1])
+                    .expand([b, heads, k_len, 1])
+            }),
             scale: inputs.scale,
             block_size: inputs.block_size.max(1),
             batch,
@@ -152,39 +161,46 @@ impl<B: Backend> Tiles<B> {
         (bias, buckets)
     }
 
-    /// Keys of the tile with a column of ones appended: `[batch, heads, tile, head_dim + 1]`.
-    fn keys_with_ones(&self, j0: usize, j1: usize) -> Tensor<B, 4> {
-        let k = self.k.clone().slice([0..self.batch, 0..self.heads, j0..j1]);
-        Tensor::cat(vec![k.clone(), ones_column(&k)], 3)
+    /// Keys of the tile with a column of ones appended, and with a key padding mask its
+    /// column of `0` / `-inf`: `[batch, heads, tile, head_dim + 1 (+ 1)]`.
+    fn keys_augmented(&self, j0: usize, j1: usize) -> Tensor<B, 4> {
+        let (b, h) = (self.batch, self.heads);
+        let k = self.k.clone().slice([0..b, 0..h, j0..j1]);
+        let mut columns = vec![k.clone(), ones_column(&k)];
+        if let Some(mask) = &self.key_mask {
+            columns.push(mask.clone().slice([0..b, 0..h, j0..j1]));
+        }
+        Tensor::cat(columns, 3)
     }
 
-    /// `q_aug·k_augᵀ + bias` with masked keys at `-inf`: `[batch, heads, q_len, tile]`.
+    /// `[qs | shift]`, with a key padding mask a column of ones appended (it picks up the keys'
+    /// `0` / `-inf` column): the left operand of [`Self::shifted_logits`].
+    fn queries_augmented(&self, shift: Tensor<B, 4>) -> Tensor<B, 4> {
+        let mut columns = vec![self.qs.clone(), shift.clone()];
+        if self.key_mask.is_some() {
+            columns.push(ones_column(&shift));
+        }
+        Tensor::cat(columns, 3)
+    }
+
+    /// `q_aug·k_augᵀ + bias`, masked keys at `-inf`: `[batch, heads, q_len, tile]`.
     ///
-    /// With `q_aug = [qs | -c]` and `k_aug = [k | 1]` this is `s − c` for a per-row shift `c`,
-    /// computed inside the matmul: Burn backends broadcast a `[.., q_len, 1]` operand over the
-    /// last dimension far slower than they multiply one more column.
+    /// With `q_aug = [qs | -c | 1]` and `k_aug = [k | 1 | m]` this is `s − c + m` for a per-row
+    /// shift `c` and the key mask `m ∈ {0, -inf}`, computed inside the matmul: Burn backends
+    /// broadcast a `[.., q_len, 1]` operand over the last dimension (or a `[batch, 1, 1, tile]`
+    /// mask over the rows) far slower than they multiply one more column. A visible key adds
+    /// `1 · 0`, so its logit is the one without a mask, bit for bit.
     fn shifted_logits(
         &self,
         q_aug: Tensor<B, 4>,
         k_aug: Tensor<B, 4>,
         bias: Option<&Tensor<B, 4>>,
-        j0: usize,
-        j1: usize,
     ) -> Tensor<B, 4> {
-        let (b, h, nq, t) = (self.batch, self.heads, self.q_len, j1 - j0);
-        let mut s = q_aug.matmul(k_aug.swap_dims(2, 3));
-        if let Some(bias) = bias {
-            s = s + bias.clone();
+        let s = q_aug.matmul(k_aug.swap_dims(2, 3));
+        match bias {
+            Some(bias) => s + bias.clone(),
+            None => s,
         }
-        if let Some(mask) = &self.mask {
-            let mask = mask
-                .clone()
-                .slice([0..b, j0..j1])
-                .reshape([b, 1, 1, t])
-                .expand([b, h, nq, t]);
-            s = s.mask_fill(mask, f32::NEG_INFINITY);
-        }
-        s
     }
 }
 
@@ -204,18 +220,16 @@ pub(crate) fn forward<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTenso
     let mut sum = Tensor::<B, 4>::zeros([b, h, nq, 1], (&device, dtype));
     let mut acc = Tensor::<B, 4>::zeros([b, h, nq, dh], (&device, dtype));
     let zero_shift = Tensor::<B, 4>::zeros([b, h, nq, 1], (&device, dtype));
-    let q_unshifted = Tensor::cat(vec![tiles.qs.clone(), zero_shift], 3);
+    let q_unshifted = tiles.queries_augmented(zero_shift);
     for (j0, j1) in tiles.ranges() {
         let (bias, _) = tiles.bias(j0, j1);
-        let k_aug = tiles.keys_with_ones(j0, j1);
-        let s = tiles.shifted_logits(q_unshifted.clone(), k_aug.clone(), bias.as_ref(), j0, j1);
+        let k_aug = tiles.keys_augmented(j0, j1);
+        let s = tiles.shifted_logits(q_unshifted.clone(), k_aug.clone(), bias.as_ref());
         let new_max = max.clone().max_pair(s.max_dim(3));
         let alpha = (max - new_max.clone()).exp();
         // e^(s − m'), with the shift done by the matmul (see `shifted_logits`)
-        let q_shifted = Tensor::cat(vec![tiles.qs.clone(), -new_max.clone()], 3);
-        let p = tiles
-            .shifted_logits(q_shifted, k_aug, bias.as_ref(), j0, j1)
-            .exp();
+        let q_shifted = tiles.queries_augmented(-new_max.clone());
+        let p = tiles.shifted_logits(q_shifted, k_aug, bias.as_ref()).exp();
         let v_tile = tiles.v.clone().slice([0..b, 0..h, j0..j1]);
         sum = sum * alpha.clone() + p.clone().sum_dim(3);
         acc = acc * alpha + p.matmul(v_tile);
@@ -252,7 +266,7 @@ pub(crate) fn backward<B: Backend>(
     let dtype = tiles.qs.dtype();
     // shifts folded into the matmuls (see `shifted_logits`):
     // [qs | -lse]·[k | 1]ᵀ = s − lse and [dO | -shift]·[v | 1]ᵀ = dP − shift
-    let q_aug = Tensor::cat(vec![tiles.qs.clone(), -lse], 3);
+    let q_aug = tiles.queries_augmented(-lse);
     let d_out_aug = Tensor::cat(vec![d_out.clone(), -shift], 3);
     let mut d_q = Tensor::<B, 4>::zeros([b, h, nq, dh], (&device, dtype));
     let mut d_k_tiles = Vec::new();
@@ -262,9 +276,9 @@ pub(crate) fn backward<B: Backend>(
     for (j0, j1) in tiles.ranges() {
         let t = j1 - j0;
         let (bias, buckets) = tiles.bias(j0, j1);
-        let k_aug = tiles.keys_with_ones(j0, j1);
+        let k_aug = tiles.keys_augmented(j0, j1);
         let p = tiles
-            .shifted_logits(q_aug.clone(), k_aug, bias.as_ref(), j0, j1)
+            .shifted_logits(q_aug.clone(), k_aug, bias.as_ref())
             .exp();
         let k_tile = tiles.k.clone().slice([0..b, 0..h, j0..j1]);
         let v_tile = tiles.v.clone().slice([0..b, 0..h, j0..j1]);
