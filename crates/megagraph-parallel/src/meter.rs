@@ -2,7 +2,7 @@
 //!
 //! - [`ThreadAllocatorMeter`] (CPU backends): bytes the calling thread allocated through
 //!   [`CountingAllocator`](crate::CountingAllocator) and has not freed.
-//! - [`CubeMemoryMeter`] (features `wgpu` / `cuda`): the CubeCL runtime's own memory statistics
+//! - `CubeMemoryMeter` (features `wgpu` / `cuda`): the CubeCL runtime's own memory statistics
 //!   for the calling thread's stream: bytes in use on the device, the peak sampled at each
 //!   reading.
 //!
