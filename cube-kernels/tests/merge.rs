@@ -116,6 +116,27 @@ fn evaluate(
     ]
 }
 
+/// The table gradient: each entry is a sum of `dS` entries (the dense bias's gradient) whose
+/// terms can cancel, so a relative error against the sum itself measures only that
+/// cancellation (with one bucket and one head, two f32 summation orders of the same ~3000
+/// terms were 6e-4 apart). The error is bounded instead by `TOL` times the terms' total size
+/// `sum |dS|`.
+fn assert_table_close(what: &str, got: &[f64], want: &[f64], d_dense: &[f64], seed: u64) {
+    let scale: f64 = d_dense
+        .iter()
+        .filter(|x| x.is_finite())
+        .map(|x| x.abs())
+        .sum();
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let error = (g - w).abs();
+        assert!(
+            error <= TOL * scale.max(1e-30),
+            "{what}: entry {i} is {g}, whole range {w}: |difference| {error:.3e} > {TOL:.0e} x \
+             sum |dS| = {scale:.3e} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"
+        );
+    }
+}
+
 #[test]
 fn merged_blocks_equal_whole_range_in_values_and_gradients() {
     let (mut rng, seed) = seeded_rng("merged_blocks_equal_whole_range_in_values_and_gradients");
@@ -171,13 +192,12 @@ fn merged_blocks_equal_whole_range_in_values_and_gradients() {
 
         let names = ["output", "lse", "dq", "dk", "dv", "dtable", "ddense"];
         for ((name, g), w) in names.iter().zip(&got).zip(&want) {
-            assert_close(
-                &format!("round {round} {dims:?} cuts {a},{b}: {name}"),
-                g,
-                w,
-                TOL,
-                seed,
-            );
+            let what = format!("round {round} {dims:?} cuts {a},{b}: {name}");
+            if *name == "dtable" {
+                assert_table_close(&what, g, w, &want[6], seed);
+            } else {
+                assert_close(&what, g, w, TOL, seed);
+            }
         }
     }
 }
