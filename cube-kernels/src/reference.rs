@@ -232,12 +232,17 @@ fn batch_chunks<B: Backend>(
         .collect()
 }
 
+/// The batch elements `range` of a `[batch, ...]` float primitive.
+fn batch_rows<B: Backend>(t: &FloatTensor<B>, range: std::ops::Range<usize>) -> FloatTensor<B> {
+    primitive(float::<B, 4>(t.clone()).slice(range))
+}
+
 /// The inputs of the batch elements `range`.
 fn batch_slice<B: Backend>(
     inputs: &GraphAttentionInputs<B>,
     range: std::ops::Range<usize>,
 ) -> GraphAttentionInputs<B> {
-    let rows4 = |t: &FloatTensor<B>| primitive(float::<B, 4>(t.clone()).slice(range.clone()));
+    let rows4 = |t: &FloatTensor<B>| batch_rows::<B>(t, range.clone());
     GraphAttentionInputs {
         q: rows4(&inputs.q),
         k: rows4(&inputs.k),
@@ -337,16 +342,13 @@ fn backward_in_chunks<B: Backend>(
     if chunks.len() == 1 {
         return backward_chunk(inputs, packed_output, packed_grad);
     }
-    let rows4 = |t: &FloatTensor<B>, range: std::ops::Range<usize>| {
-        primitive::<B, 4>(float::<B, 4>(t.clone()).slice(range))
-    };
     let parts: Vec<GraphAttentionGrads<B>> = chunks
         .into_iter()
         .map(|range| {
             backward_chunk(
                 batch_slice(&inputs, range.clone()),
-                rows4(&packed_output, range.clone()),
-                rows4(&packed_grad, range),
+                batch_rows::<B>(&packed_output, range.clone()),
+                batch_rows::<B>(&packed_grad, range),
             )
         })
         .collect();

@@ -8,6 +8,7 @@ mod profile;
 mod train;
 
 use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 
 pub use backend::{BackendChoice, BackendJob};
 pub use nodes::NodeArgs;
@@ -18,6 +19,18 @@ pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
 use crate::config::ModelConfig;
 use crate::error::Result;
+
+/// A progress bar of `len` steps drawn with `template` (indicatif's syntax; the default bar
+/// when the template does not parse), in the command line's one style.
+fn progress_bar(len: usize, template: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
 
 /// Model-size flags shared by `train` and `plan`; each overrides the preset when given.
 #[derive(Debug, Args)]

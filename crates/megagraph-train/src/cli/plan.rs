@@ -3,7 +3,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use megagraph_models::ModelPreset;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
@@ -12,9 +11,9 @@ use megagraph_planner::{
     validate_plans,
 };
 
-use super::ModelShapeArgs;
 use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, measured_profile};
+use super::{ModelShapeArgs, progress_bar};
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
 use crate::plot::{Chart, Series, SeriesStyle};
@@ -258,15 +257,9 @@ impl BackendJob for ValidateJob<'_> {
     ) -> Result<ValidationReport> {
         let options = &self.options;
         let total = self.plans.len() * (options.warmup_steps + options.steps);
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(total as u64);
-            bar.set_style(
-                ProgressStyle::with_template("validating [{bar:30}] {pos}/{len} steps {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            bar
-        });
+        let bar = std::io::stderr()
+            .is_terminal()
+            .then(|| progress_bar(total, "validating [{bar:30}] {pos}/{len} steps {msg}"));
         let mut progress = |p: ValidationProgress| match &bar {
             Some(bar) => {
                 bar.inc(1);
@@ -316,48 +309,49 @@ fn apply_validation(report: &mut PlanReport, validation: &ValidationReport) {
 
 /// Predicted (x) against measured (y) step seconds, one point per plan, with `y = x`.
 fn validation_chart(validation: &ValidationReport) -> Chart {
-    let mut chart = Chart::new(
-        format!(
-            "Predicted vs measured step time ({} x {} nodes per step)",
-            validation.sequences_per_step, validation.seq_len
-        ),
-        "predicted seconds per step",
-        "measured seconds per step",
+    predicted_vs_measured(
+        validation,
+        "step time",
+        ("predicted seconds per step", "measured seconds per step"),
+        |p| Some((p.predicted_step_seconds, p.measured_step_seconds?)),
     )
-    .with_diagonal();
-    for row in &validation.plans {
-        let p = &row.plan;
-        if let Some(measured) = p.measured_step_seconds {
-            chart = chart.with_series(Series::new(
-                format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
-                vec![(p.predicted_step_seconds, measured)],
-                SeriesStyle::Points,
-            ));
-        }
-    }
-    chart
 }
 
 /// Predicted (x) against measured (y) peak MB per device, one point per plan, with `y = x`.
 fn memory_chart(validation: &ValidationReport) -> Chart {
-    let mut chart = Chart::new(
-        format!(
-            "Predicted vs measured peak memory per device ({} x {} nodes per step)",
-            validation.sequences_per_step, validation.seq_len
-        ),
-        "predicted MB per device",
-        "measured MB per device",
+    predicted_vs_measured(
+        validation,
+        "peak memory per device",
+        ("predicted MB per device", "measured MB per device"),
+        |p| {
+            let measured = p.measured_peak_bytes_per_device?;
+            Some((
+                p.predicted_peak_bytes_per_device as f64 / 1e6,
+                measured as f64 / 1e6,
+            ))
+        },
     )
-    .with_diagonal();
+}
+
+/// A chart of `point(plan)` (predicted, measured) for every validated plan that has one, with
+/// `y = x`; `what` names the quantity in the title.
+fn predicted_vs_measured(
+    validation: &ValidationReport,
+    what: &str,
+    (x_label, y_label): (&str, &str),
+    point: impl Fn(&Plan) -> Option<(f64, f64)>,
+) -> Chart {
+    let title = format!(
+        "Predicted vs measured {what} ({} x {} nodes per step)",
+        validation.sequences_per_step, validation.seq_len
+    );
+    let mut chart = Chart::new(title, x_label, y_label).with_diagonal();
     for row in &validation.plans {
         let p = &row.plan;
-        if let Some(measured) = p.measured_peak_bytes_per_device {
+        if let Some(point) = point(p) {
             chart = chart.with_series(Series::new(
                 format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
-                vec![(
-                    p.predicted_peak_bytes_per_device as f64 / 1e6,
-                    measured as f64 / 1e6,
-                )],
+                vec![point],
                 SeriesStyle::Points,
             ));
         }

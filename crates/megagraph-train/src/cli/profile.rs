@@ -3,7 +3,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use megagraph_graph::default_cache_dir;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
@@ -13,6 +12,7 @@ use megagraph_planner::{
 
 use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
+use super::progress_bar;
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
 
@@ -174,15 +174,7 @@ impl BackendJob for MeasureJob<'_> {
     ) -> Result<Self::Output> {
         let total = measurements(&self.options.ladder);
         let terminal = std::io::stderr().is_terminal();
-        let bar = terminal.then(|| {
-            let bar = ProgressBar::new(total as u64);
-            bar.set_style(
-                ProgressStyle::with_template("profiling [{bar:30}] {pos}/{len} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            bar
-        });
+        let bar = terminal.then(|| progress_bar(total, "profiling [{bar:30}] {pos}/{len} {msg}"));
         let mut progress = |p: ProfileProgress| match &bar {
             Some(bar) => {
                 bar.set_position(p.done as u64);

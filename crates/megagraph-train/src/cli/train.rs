@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
 
-use super::ModelShapeArgs;
 use super::backend::{BackendChoice, BackendJob};
+use super::{ModelShapeArgs, progress_bar};
 use crate::config::{DistanceKind, SequenceKind, TrainConfig};
 use crate::curves::write_training_curves;
 use crate::error::Result;
@@ -365,12 +365,7 @@ impl Progress {
 impl TrainObserver for Progress {
     fn epoch_started(&mut self, epoch: usize, epochs: usize, steps: usize) {
         if self.terminal {
-            let bar = ProgressBar::new(steps as u64);
-            let style =
-                ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} steps {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> ");
-            bar.set_style(style);
+            let bar = progress_bar(steps, "epoch {prefix} [{bar:30}] {pos}/{len} steps {msg}");
             bar.set_prefix(format!("{epoch}/{epochs}"));
             self.bar = Some(bar);
         }
@@ -414,14 +409,10 @@ impl PrepareProgress for PrepareBars {
         if !std::io::stderr().is_terminal() {
             return;
         }
-        let bar = ProgressBar::new(total as u64);
         let template = format!(
             "{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})"
         );
-        let style = ProgressStyle::with_template(&template)
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-        bar.set_style(style);
+        let bar = progress_bar(total, &template);
         bar.set_prefix(step.to_string());
         if let Ok(mut slot) = self.bar.lock() {
             *slot = Some(bar);
