@@ -30,6 +30,18 @@ pub struct ClusterSpec {
     pub inter_node: Option<LinkSpec>,
     /// Compute hints for the analytic profile; `None` when only measured profiles are used.
     pub compute: Option<ComputeHints>,
+    /// Whether a rank's backward pass that ends while another rank of its machine is still in
+    /// its backward pass waits for that one to end (file key `backward_waits_for_other_ranks`,
+    /// default `false`).
+    ///
+    /// The parallel runtime runs a machine's ranks as threads of one process, and Burn 0.21's
+    /// autodiff ends every backward pass by locking every autodiff graph of the process, while
+    /// a backward pass holds its own graph's lock as long as it runs. CPU workers compute under
+    /// that lock (`true`); GPU backends only queue kernels under it (`false`). The cost model's
+    /// 1F1B schedule then lets such pipeline stages wait for each other
+    /// ([`BackwardOverlap::WaitsForOthers`](crate::schedule::BackwardOverlap)).
+    #[serde(default)]
+    pub backward_waits_for_other_ranks: bool,
 }
 
 /// An alpha-beta link: `latency_seconds + bytes / bandwidth_bytes_per_second` per message.
@@ -373,6 +385,7 @@ struct RawCluster {
     intra_node: Option<Spanned<RawLink>>,
     inter_node: Option<Spanned<RawLink>>,
     compute: Option<Spanned<RawCompute>>,
+    backward_waits_for_other_ranks: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -440,6 +453,7 @@ impl RawCluster {
             intra_node,
             inter_node,
             compute,
+            backward_waits_for_other_ranks: self.backward_waits_for_other_ranks.unwrap_or(false),
         })
     }
 }
@@ -463,6 +477,20 @@ latency_seconds = 5e-6
 bandwidth_bytes_per_second = 25e9
 latency_seconds = 1e-5
 "#;
+
+    #[test]
+    fn backward_waits_for_other_ranks_is_optional_and_must_be_a_boolean() {
+        let spec = ClusterSpec::from_toml_str(GOOD, "good.toml").unwrap();
+        assert!(!spec.backward_waits_for_other_ranks);
+        let text = format!("backward_waits_for_other_ranks = true\n{GOOD}");
+        let spec = ClusterSpec::from_toml_str(&text, "waits.toml").unwrap();
+        assert!(spec.backward_waits_for_other_ranks);
+        let text = format!("backward_waits_for_other_ranks = \"yes\"\n{GOOD}");
+        match ClusterSpec::from_toml_str(&text, "bad.toml") {
+            Err(ClusterError::Syntax { line, .. }) => assert_eq!(line, 1),
+            other => panic!("expected a syntax error on line 1, got {other:?}"),
+        }
+    }
 
     #[test]
     fn parses_a_valid_file() {
@@ -546,12 +574,22 @@ latency_seconds = 1e-5
     fn file_errors_name_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
-        std::fs::write(&path, GOOD.replace("efficiency", "x").replace("nodes = 2", "nodes = 2.5")).unwrap();
+        std::fs::write(
+            &path,
+            GOOD.replace("efficiency", "x")
+                .replace("nodes = 2", "nodes = 2.5"),
+        )
+        .unwrap();
         let error = ClusterSpec::from_toml_file(&path).unwrap_err();
         let text = error.to_string();
-        assert!(text.starts_with(&format!("{}:4:", path.display())), "{text}");
+        assert!(
+            text.starts_with(&format!("{}:4:", path.display())),
+            "{text}"
+        );
         let missing = dir.path().join("absent.toml");
-        assert!(matches!(ClusterSpec::from_toml_file(&missing), Err(ClusterError::Io { path, .. }) if path == missing));
+        assert!(
+            matches!(ClusterSpec::from_toml_file(&missing), Err(ClusterError::Io { path, .. }) if path == missing)
+        );
     }
 
     #[test]

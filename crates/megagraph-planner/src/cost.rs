@@ -12,17 +12,18 @@
 //! sends    = [not last] send(r d e) forward + [not first] send(r d e) backward
 //! ```
 //!
-//! and a step takes `(m - 1) * max stage + sum of stages` plus the slowest stage's gradient ring
-//! all-reduce over its `dp * cp` ranks. The bias is never communicated: every rank reads its own
-//! distance-index rows.
+//! each term split into its forward and backward pass (the sends belong to the pass that makes
+//! them). A step takes the 1F1B schedule of these passes over the `m` micro-batches
+//! ([`one_forward_one_backward_seconds`]; with equal stages `(m - 1) * max stage + sum of
+//! stages`), plus the slowest stage's gradient ring all-reduce over its `dp * cp` ranks. The
+//! bias is never communicated: every rank reads its own distance-index rows.
 
 use crate::cluster::ClusterSpec;
-use crate::comm::{
-    pipeline_seconds, point_to_point_seconds, ring_all_reduce_seconds, ring_attention_seconds,
-};
-use crate::fitted::FittedProfile;
+use crate::comm::{point_to_point_seconds, ring_all_reduce_seconds, ring_attention_seconds};
+use crate::fitted::{FittedProfile, PartFit};
 use crate::memory::{MemoryBreakdown, MemoryModel};
 use crate::mesh::{GroupLink, Mesh};
+use crate::schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
 use crate::workload::{ModelShape, Workload};
 
 /// Everything needed to cost candidates of one planning problem.
@@ -40,12 +41,13 @@ pub struct CandidateCost {
     mesh: Mesh,
     memory: MemoryModel,
     dtype_bytes: f64,
-    embedding: f64,
-    head: f64,
-    layer_dense: f64,
-    layer_attention_compute: f64,
-    layer_ring_exposed: f64,
+    embedding: StagePass,
+    head: StagePass,
+    layer_dense: StagePass,
+    layer_attention_compute: StagePass,
+    layer_ring_exposed: StagePass,
     send: f64,
+    overlap: BackwardOverlap,
     context_link: GroupLink,
     pipeline_link: GroupLink,
     gradient_link: GroupLink,
@@ -56,6 +58,8 @@ pub struct CandidateCost {
 pub struct StepEstimate {
     /// Seconds per micro-batch (forward and backward) of each stage.
     pub stage_seconds: Vec<f64>,
+    /// Forward and backward seconds per micro-batch of each stage.
+    pub stage_passes: Vec<StagePass>,
     /// Seconds of the pipeline schedule.
     pub pipeline_seconds: f64,
     /// Seconds of the slowest stage's gradient all-reduce.
@@ -119,20 +123,40 @@ impl CostModel {
         let attention_backward = fitted.attention.backward_seconds(q, block);
         let kv_forward = point_to_point_seconds(q * 2.0 * block * d * e, &context_link.link);
         let kv_backward = point_to_point_seconds(q * 4.0 * block * d * e, &context_link.link);
-        let ring = ring_attention_seconds(mesh.cp, attention_forward, kv_forward)
-            + ring_attention_seconds(mesh.cp, attention_backward, kv_backward);
-        let attention_compute = mesh.cp as f64 * (attention_forward + attention_backward);
+        let cp = mesh.cp as f64;
+        let attention_compute = StagePass {
+            forward: cp * attention_forward,
+            backward: cp * attention_backward,
+        };
+        let ring_exposed = StagePass {
+            forward: (ring_attention_seconds(mesh.cp, attention_forward, kv_forward)
+                - attention_compute.forward)
+                .max(0.0),
+            backward: (ring_attention_seconds(mesh.cp, attention_backward, kv_backward)
+                - attention_compute.backward)
+                .max(0.0),
+        };
+        let part = |fit: &PartFit| StagePass {
+            forward: fit.forward_seconds(rows),
+            backward: fit.backward_seconds(rows),
+        };
+        let overlap = if self.cluster.backward_waits_for_other_ranks && !pipeline_link.inter_node {
+            BackwardOverlap::WaitsForOthers
+        } else {
+            BackwardOverlap::Independent
+        };
 
         CandidateCost {
             mesh,
             memory: MemoryModel::new(&self.shape, &self.workload, fitted, &mesh),
             dtype_bytes: e,
-            embedding: fitted.embedding.step_seconds(rows),
-            head: fitted.head.step_seconds(rows),
-            layer_dense: fitted.layer_dense.step_seconds(rows),
+            embedding: part(&fitted.embedding),
+            head: part(&fitted.head),
+            layer_dense: part(&fitted.layer_dense),
             layer_attention_compute: attention_compute,
-            layer_ring_exposed: (ring - attention_compute).max(0.0),
+            layer_ring_exposed: ring_exposed,
             send: point_to_point_seconds(rows * d * e, &pipeline_link.link),
+            overlap,
             context_link,
             pipeline_link,
             gradient_link,
@@ -149,10 +173,18 @@ impl CandidateCost {
     /// Seconds per micro-batch (forward and backward, with its sends) of `stage` holding
     /// `layers` layers.
     pub fn stage_seconds(&self, stage: usize, layers: usize) -> f64 {
+        self.stage_pass(stage, layers).total()
+    }
+
+    /// Forward and backward seconds per micro-batch of `stage` holding `layers` layers; each
+    /// pass includes the transfer it ends with.
+    pub fn stage_pass(&self, stage: usize, layers: usize) -> StagePass {
         self.stage_components(stage, layers)
             .iter()
-            .map(|(_, seconds)| seconds)
-            .sum()
+            .fold(StagePass::default(), |sum, (_, pass)| StagePass {
+                forward: sum.forward + pass.forward,
+                backward: sum.backward + pass.backward,
+            })
     }
 
     /// The memory of one device of `stage` holding `layers` layers.
@@ -166,44 +198,55 @@ impl CandidateCost {
         ring_all_reduce_seconds(bytes, self.mesh.dp * self.mesh.cp, &self.gradient_link.link)
     }
 
-    /// The stage time split into named components.
-    fn stage_components(&self, stage: usize, layers: usize) -> [(&'static str, f64); 6] {
+    /// The stage's passes split into named components.
+    fn stage_components(&self, stage: usize, layers: usize) -> [(&'static str, StagePass); 6] {
         let k = layers as f64;
         let first = stage == 0;
         let last = stage + 1 == self.mesh.pp;
-        let sends = usize::from(!last) + usize::from(!first);
+        let times = |pass: StagePass, k: f64| StagePass {
+            forward: k * pass.forward,
+            backward: k * pass.backward,
+        };
+        let only = |pass: StagePass, here: bool| if here { pass } else { StagePass::default() };
         [
-            ("embedding", if first { self.embedding } else { 0.0 }),
-            ("dense layer compute", k * self.layer_dense),
-            ("attention compute", k * self.layer_attention_compute),
+            ("embedding", only(self.embedding, first)),
+            ("dense layer compute", times(self.layer_dense, k)),
+            ("attention compute", times(self.layer_attention_compute, k)),
             (
                 if self.context_link.inter_node {
                     "exposed ring K/V exchange (inter-node)"
                 } else {
                     "exposed ring K/V exchange"
                 },
-                k * self.layer_ring_exposed,
+                times(self.layer_ring_exposed, k),
             ),
-            ("head", if last { self.head } else { 0.0 }),
+            ("head", only(self.head, last)),
             (
                 if self.pipeline_link.inter_node {
                     "pipeline transfers (inter-node)"
                 } else {
                     "pipeline transfers"
                 },
-                sends as f64 * self.send,
+                // activations forward (all but the last stage), gradients back (all but the
+                // first)
+                StagePass {
+                    forward: if last { 0.0 } else { self.send },
+                    backward: if first { 0.0 } else { self.send },
+                },
             ),
         ]
     }
 
     /// The full estimate for a layer split (`stage_layers.len() == pp`).
     pub fn estimate(&self, stage_layers: &[usize]) -> StepEstimate {
-        let stage_seconds: Vec<f64> = stage_layers
+        let stage_passes: Vec<StagePass> = stage_layers
             .iter()
             .enumerate()
-            .map(|(s, &k)| self.stage_seconds(s, k))
+            .map(|(s, &k)| self.stage_pass(s, k))
             .collect();
-        let pipeline = pipeline_seconds(&stage_seconds, self.mesh.micro_batches);
+        let stage_seconds: Vec<f64> = stage_passes.iter().map(StagePass::total).collect();
+        let pipeline =
+            one_forward_one_backward_seconds(&stage_passes, self.mesh.micro_batches, self.overlap);
         let all_reduce = stage_layers
             .iter()
             .enumerate()
@@ -220,6 +263,7 @@ impl CandidateCost {
             self.describe_bottleneck(stage_layers, &stage_seconds, pipeline, all_reduce, step);
         StepEstimate {
             stage_seconds,
+            stage_passes,
             pipeline_seconds: pipeline,
             all_reduce_seconds: all_reduce,
             step_seconds: step,
@@ -259,6 +303,7 @@ impl CandidateCost {
         let (component, part) = self
             .stage_components(slowest, layers)
             .into_iter()
+            .map(|(name, pass)| (name, pass.total()))
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap_or(("nothing", 0.0));
         let mut holds = Vec::new();
@@ -309,6 +354,10 @@ mod tests {
     use crate::profile::{ProfileLadder, analytic_profile};
 
     fn model(inter_bandwidth: f64) -> CostModel {
+        model_waiting(inter_bandwidth, false)
+    }
+
+    fn model_waiting(inter_bandwidth: f64, backward_waits_for_other_ranks: bool) -> CostModel {
         let hints = ComputeHints {
             peak_flops: 4.95e14,
             memory_bandwidth_bytes_per_second: 4.8e12,
@@ -333,6 +382,7 @@ mod tests {
                 latency_seconds: 1e-5,
             }),
             compute: Some(hints),
+            backward_waits_for_other_ranks,
         };
         let workload = Workload {
             seq_len: 16_384,
@@ -405,5 +455,56 @@ mod tests {
         assert!((estimate.pipeline_seconds - expected).abs() < 1e-12);
         assert_eq!(estimate.memory[0].in_flight_micro_batches, 2);
         assert_eq!(estimate.memory[1].in_flight_micro_batches, 1);
+    }
+
+    #[test]
+    fn stages_of_one_machine_whose_backward_passes_wait_take_longer() {
+        let mesh = |pp| Mesh {
+            pp,
+            cp: 1,
+            dp: 1,
+            micro_batches: 8,
+        };
+        // pp = 2 on the first node
+        let independent = model(50e9).candidate(mesh(2)).estimate(&[8, 8]);
+        let waiting = model_waiting(50e9, true)
+            .candidate(mesh(2))
+            .estimate(&[8, 8]);
+        assert_eq!(waiting.stage_passes, independent.stage_passes);
+        assert!(
+            waiting.pipeline_seconds > independent.pipeline_seconds,
+            "{} vs {}",
+            waiting.pipeline_seconds,
+            independent.pipeline_seconds
+        );
+        assert_eq!(
+            waiting.pipeline_seconds,
+            one_forward_one_backward_seconds(
+                &waiting.stage_passes,
+                8,
+                BackwardOverlap::WaitsForOthers
+            )
+        );
+        // pp = 4 spans both nodes: separate processes, nothing waits
+        let independent = model(50e9).candidate(mesh(4)).estimate(&[4, 4, 4, 4]);
+        let waiting = model_waiting(50e9, true)
+            .candidate(mesh(4))
+            .estimate(&[4, 4, 4, 4]);
+        assert_eq!(waiting.pipeline_seconds, independent.pipeline_seconds);
+    }
+
+    #[test]
+    fn passes_split_every_stage_into_forward_and_backward() {
+        let cost = model(50e9).candidate(Mesh {
+            pp: 2,
+            cp: 2,
+            dp: 1,
+            micro_batches: 4,
+        });
+        for (stage, layers) in [(0, 3), (1, 5)] {
+            let pass = cost.stage_pass(stage, layers);
+            assert!(pass.forward > 0.0 && pass.backward > 0.0);
+            assert!((pass.total() - cost.stage_seconds(stage, layers)).abs() < 1e-15);
+        }
     }
 }

@@ -40,6 +40,7 @@ pub mod partition;
 pub mod profile;
 pub mod profiler;
 pub mod realize;
+pub mod schedule;
 pub mod search;
 pub mod simulated;
 pub mod validate;
@@ -57,16 +58,17 @@ pub use profile::{
     analytic_profile,
 };
 pub use profiler::{
-    CacheStatus, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions,
-    ThreadAllocatorMeter, cached_profile, measure_profile,
+    CacheStatus, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions, ThreadAllocatorMeter,
+    cached_profile, measure_profile, measure_speed_check,
 };
 pub use realize::{SyntheticSource, init_model, model_config};
+pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
 pub use search::{
     Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting, search,
 };
 pub use simulated::{SimulatedReport, SimulatedStudy};
 pub use validate::{
-    ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress, ValidationReport,
-    validate_plans,
+    SpeedCheck, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
+    ValidationReport, validate_plans,
 };
 pub use workload::{ModelShape, Workload, WorkloadError};

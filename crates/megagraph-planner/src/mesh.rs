@@ -134,6 +134,7 @@ mod tests {
                 latency_seconds: 1e-5,
             }),
             compute: None,
+            backward_waits_for_other_ranks: false,
         }
     }
 

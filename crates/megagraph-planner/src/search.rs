@@ -533,6 +533,7 @@ mod tests {
                 latency_seconds: 1e-5,
             }),
             compute: Some(hints),
+            backward_waits_for_other_ranks: false,
         };
         let workload = Workload {
             seq_len,

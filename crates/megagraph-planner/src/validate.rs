@@ -2,13 +2,19 @@
 //! [`SyntheticSource`]) and compare the measured step time and per-device peak memory with the
 //! predictions ([`validate_plans`] → [`ValidationReport`]).
 //!
-//! The measured step time is the median of the steps after the warm-up ones (the first step
-//! also allocates the optimizer state); the measured peak of a plan is the largest per-rank
+//! The plans take turns, round after round (as an A/B comparison alternates its commands): in
+//! every round each plan starts its mesh, runs its warm-up steps and its share of the measured
+//! steps, and stops (burn-collective serves one all-reducing mesh per process at a time). A
+//! drift of the machine's speed then moves every plan alike instead of favouring the plans
+//! that ran while the machine was fast. The measured step time is the median of the measured
+//! steps (a round's first step also allocates the optimizer state, so it is a warm-up); the
+//! measured peak of a plan is the largest per-rank
 //! peak of live bytes over the measured steps, as the runtime's [`RankReport`] gives it when
 //! [`CountingAllocator`](megagraph_parallel::CountingAllocator) is the global allocator. Errors
 //! are `(predicted - measured) / measured`.
 
 use crate::memory::format_bytes;
+use crate::profile::ProfiledPart;
 use crate::realize::{SyntheticSource, init_model};
 use crate::search::Plan;
 use crate::workload::{ModelShape, Workload, WorkloadError};
@@ -25,10 +31,15 @@ use std::time::Duration;
 /// How [`validate_plans`] runs each plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValidationOptions {
-    /// Steps run before measuring (optimizer state is allocated in the first). Default: 1.
+    /// Steps run before measuring in every round (optimizer state is allocated in the first).
+    /// Default: 1.
     pub warmup_steps: usize,
-    /// Measured steps; the median time is kept. Default: 3.
+    /// Measured steps of each plan, spread over the rounds; the median time is kept.
+    /// Default: 6.
     pub steps: usize,
+    /// Rounds in which the plans take turns (at most `steps`). Default: 3.
+    #[serde(default = "default_rounds")]
+    pub rounds: usize,
     /// Seed of the model parameters and synthetic data. Default: 11.
     pub seed: u64,
     /// How long a rank waits for a peer before the run fails, in seconds. Default: 600.
@@ -39,21 +50,31 @@ impl Default for ValidationOptions {
     fn default() -> Self {
         Self {
             warmup_steps: 1,
-            steps: 3,
+            steps: 6,
+            rounds: default_rounds(),
             seed: 11,
             timeout_seconds: 600,
         }
     }
 }
 
-/// Where [`validate_plans`] is: reported after every step.
+fn default_rounds() -> usize {
+    3
+}
+
+/// Where [`validate_plans`] is: reported after every step (plan after plan within a round,
+/// round after round).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ValidationProgress {
+    /// The round (0-based).
+    pub round: usize,
+    /// Rounds in all.
+    pub rounds: usize,
     /// Index of the plan being run.
     pub plan: usize,
     /// Plans in all.
     pub plans: usize,
-    /// Steps of this plan done (warm-up included).
+    /// Steps of this plan done (warm-ups included), over all rounds so far.
     pub step: usize,
     /// Steps per plan (warm-up included).
     pub steps: usize,
@@ -73,6 +94,31 @@ pub struct ValidatedPlan {
     pub rank_busy_seconds: Vec<f64>,
 }
 
+/// How fast this machine ran one profiled part around a validation, against the profile's
+/// value ([`measure_speed_check`](crate::profiler::measure_speed_check)): on a shared machine
+/// whose speed drifts, the part of a time error that is the machine's, not the model's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpeedCheck {
+    /// The part measured.
+    pub part: ProfiledPart,
+    /// Its size (rows).
+    pub size: usize,
+    /// Forward plus backward seconds in the profile.
+    pub profiled_seconds: f64,
+    /// Forward plus backward seconds of every check (e.g. before and after the validation).
+    pub measured_seconds: Vec<f64>,
+}
+
+impl SpeedCheck {
+    /// Mean measured seconds over the profiled ones: above 1 when the machine ran slower than
+    /// when it was profiled.
+    pub fn ratio(&self) -> Option<f64> {
+        let n = self.measured_seconds.len();
+        (n > 0 && self.profiled_seconds > 0.0)
+            .then(|| self.measured_seconds.iter().sum::<f64>() / n as f64 / self.profiled_seconds)
+    }
+}
+
 /// Every validated plan, in the order given.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ValidationReport {
@@ -82,10 +128,14 @@ pub struct ValidationReport {
     pub seq_len: usize,
     /// Sequences per step.
     pub sequences_per_step: usize,
-    /// Warm-up steps per plan.
+    /// Warm-up steps per plan and round.
     pub warmup_steps: usize,
     /// Measured steps per plan.
     pub steps: usize,
+    /// Rounds in which the plans took turns.
+    pub rounds: usize,
+    /// The machine's speed around the validation against the profile's, when checked.
+    pub speed_check: Option<SpeedCheck>,
 }
 
 /// Why validation failed.
@@ -123,12 +173,34 @@ impl ValidatedPlan {
         (measured > 0.0).then(|| (self.plan.predicted_step_seconds - measured) / measured)
     }
 
+    /// Half the range of the measured step times over their median, `(max - min) / (2 *
+    /// median)`: how far single steps strayed, to judge a time error against.
+    pub fn time_spread(&self) -> Option<f64> {
+        let median = self.plan.measured_step_seconds?;
+        let (min, max) = self
+            .step_seconds
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &s| {
+                (lo.min(s), hi.max(s))
+            });
+        (median > 0.0 && min <= max).then(|| (max - min) / (2.0 * median))
+    }
+
     /// `(predicted - measured) / measured` of the per-device peak memory, when measured.
     pub fn memory_error(&self) -> Option<f64> {
         let measured = self.plan.measured_peak_bytes_per_device? as f64;
         (measured > 0.0)
             .then(|| (self.plan.predicted_peak_bytes_per_device as f64 - measured) / measured)
     }
+}
+
+/// `steps` measured steps spread over `rounds` rounds (clamped to `1..=steps`): the measured
+/// steps of each round, the first `steps % rounds` rounds taking one more.
+fn steps_per_round(steps: usize, rounds: usize) -> Vec<usize> {
+    let rounds = rounds.clamp(1, steps.max(1));
+    (0..rounds)
+        .map(|round| steps / rounds + usize::from(round < steps % rounds))
+        .collect()
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -149,6 +221,21 @@ impl ValidationReport {
             self.plans
                 .iter()
                 .filter_map(|p| p.time_error().map(f64::abs))
+                .collect(),
+        )
+    }
+
+    /// Median of the absolute step-time errors once each prediction is scaled by the speed
+    /// check's ratio (the machine's speed during the validation instead of the profile's).
+    pub fn median_abs_time_error_at_checked_speed(&self) -> Option<f64> {
+        let ratio = self.speed_check.as_ref()?.ratio()?;
+        median(
+            self.plans
+                .iter()
+                .filter_map(|p| {
+                    let measured = p.plan.measured_step_seconds.filter(|&m| m > 0.0)?;
+                    Some((p.plan.predicted_step_seconds * ratio - measured).abs() / measured)
+                })
                 .collect(),
         )
     }
@@ -175,13 +262,14 @@ impl fmt::Display for ValidationReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "Validation: {} sequences x {} nodes per step, {} warm-up + {} measured steps per plan",
-            self.sequences_per_step, self.seq_len, self.warmup_steps, self.steps
+            "Validation: {} sequences x {} nodes per step, {} measured steps per plan over {} \
+             rounds in turn ({} warm-up per round)",
+            self.sequences_per_step, self.seq_len, self.steps, self.rounds, self.warmup_steps
         )?;
         writeln!(
             f,
-            "  {:<28} {:>11} {:>11} {:>8}   {:>10} {:>10} {:>8}",
-            "plan", "pred. s", "meas. s", "error", "pred. mem", "meas. mem", "error"
+            "  {:<28} {:>11} {:>11} {:>7} {:>8}   {:>10} {:>10} {:>8}",
+            "plan", "pred. s", "meas. s", "spread", "error", "pred. mem", "meas. mem", "error"
         )?;
         let percent = |e: Option<f64>| e.map_or("-".to_string(), |e| format!("{:+.1}%", 100.0 * e));
         for row in &self.plans {
@@ -192,11 +280,13 @@ impl fmt::Display for ValidationReport {
             );
             writeln!(
                 f,
-                "  {:<28} {:>11.3} {:>11} {:>8}   {:>10} {:>10} {:>8}",
+                "  {:<28} {:>11.3} {:>11} {:>7} {:>8}   {:>10} {:>10} {:>8}",
                 name,
                 p.predicted_step_seconds,
                 p.measured_step_seconds
                     .map_or("-".to_string(), |s| format!("{s:.3}")),
+                row.time_spread()
+                    .map_or("-".to_string(), |s| format!("±{:.0}%", 100.0 * s)),
                 percent(row.time_error()),
                 format_bytes(p.predicted_peak_bytes_per_device),
                 p.measured_peak_bytes_per_device
@@ -215,14 +305,39 @@ impl fmt::Display for ValidationReport {
                     .to_string(),
                 |e| format!("{:.1}%", 100.0 * e)
             )
-        )
+        )?;
+        if let Some(check) = &self.speed_check
+            && let Some(ratio) = check.ratio()
+        {
+            let ms: Vec<String> = check
+                .measured_seconds
+                .iter()
+                .map(|s| format!("{:.2}", 1e3 * s))
+                .collect();
+            write!(
+                f,
+                "\n  speed check: {} at {} rows took {:.2} ms in the profile and {} ms around \
+                 this validation ({:+.0}%); median |error| with the predictions scaled by it: \
+                 time {}",
+                check.part.name(),
+                check.size,
+                1e3 * check.profiled_seconds,
+                ms.join(" / "),
+                100.0 * (ratio - 1.0),
+                self.median_abs_time_error_at_checked_speed()
+                    .map_or("-".to_string(), |e| format!("{:.1}%", 100.0 * e)),
+            )?;
+        }
+        Ok(())
     }
 }
 
-/// Runs each of `plans` for `options.warmup_steps + options.steps` optimizer steps of
-/// `workload` on a mesh of worker threads on `device` (every rank on the same device, as on a
-/// CPU) with a freshly initialized model of `shape` and synthetic sequences, and records what
-/// was measured next to the predictions. Each rank measures its memory with `meter`
+/// Runs each of `plans` for `options.steps` measured optimizer steps of `workload` on a mesh of
+/// worker threads on `device` (every rank on the same device, as on a CPU) with a freshly
+/// initialized model of `shape` and synthetic sequences, and records what was measured next to
+/// the predictions. The plans take turns over `options.rounds` rounds; in each, a plan starts
+/// its mesh, runs `options.warmup_steps` warm-up steps and its share of the measured ones. Each
+/// rank measures its memory with `meter`
 /// ([`ThreadAllocatorMeter`](megagraph_parallel::ThreadAllocatorMeter) on CPU backends, a
 /// `CubeMemoryMeter` on GPUs). `progress` is called after every step.
 ///
@@ -249,47 +364,63 @@ pub fn validate_plans<B: ContextParallelBackend>(
     }
     let source: Arc<dyn BatchSource<B>> =
         Arc::new(SyntheticSource::new(shape, workload.seq_len, options.seed));
-    let total_steps = options.warmup_steps + options.steps;
-    let mut validated = Vec::with_capacity(plans.len());
-    for (index, plan) in plans.iter().enumerate() {
-        let failed = |source: ParallelError| ValidateError::Run {
-            pp: plan.pp,
-            cp: plan.cp,
-            dp: plan.dp,
-            micro_batches: plan.micro_batches,
+    let measured_per_round = steps_per_round(options.steps, options.rounds);
+    let rounds = measured_per_round.len();
+    let total_steps = rounds * options.warmup_steps + options.steps;
+    let failed = |plan: &Plan| {
+        let (pp, cp, dp, micro_batches) = (plan.pp, plan.cp, plan.dp, plan.micro_batches);
+        move |source: ParallelError| ValidateError::Run {
+            pp,
+            cp,
+            dp,
+            micro_batches,
             source,
-        };
-        <B::InnerBackend as burn::tensor::backend::Backend>::seed(device, options.seed);
-        let model = init_model::<<B as AutodiffBackend>::InnerBackend>(shape, device);
-        let trainer_options = TrainerOptions::new(workload.seq_len, workload.sequences_per_step)
-            .with_timeout(Duration::from_secs(options.timeout_seconds.max(1)))
-            .with_meter(meter.clone());
-        let mut trainer = ParallelTrainer::<B>::new(
-            plan.to_parallel_config(),
-            model,
-            source.clone(),
-            trainer_options,
-            vec![device.clone()],
-        )
-        .map_err(failed)?;
-        let mut seconds = Vec::with_capacity(options.steps);
-        let mut reports: Vec<Vec<RankReport>> = Vec::with_capacity(options.steps);
-        for step in 0..total_steps {
-            let n = workload.sequences_per_step;
-            let sequences: Vec<usize> = (step * n..(step + 1) * n).collect();
-            let output = trainer.step(&sequences, 1e-4).map_err(failed)?;
-            if step >= options.warmup_steps {
-                seconds.push(output.seconds);
-                reports.push(output.ranks);
-            }
-            progress(ValidationProgress {
-                plan: index,
-                plans: plans.len(),
-                step: step + 1,
-                steps: total_steps,
-            });
         }
-        drop(trainer);
+    };
+    let mut seconds = vec![Vec::with_capacity(options.steps); plans.len()];
+    let mut reports: Vec<Vec<Vec<RankReport>>> =
+        vec![Vec::with_capacity(options.steps); plans.len()];
+    let mut done = vec![0usize; plans.len()];
+    for (round, &measured) in measured_per_round.iter().enumerate() {
+        for (index, plan) in plans.iter().enumerate() {
+            <B::InnerBackend as burn::tensor::backend::Backend>::seed(device, options.seed);
+            let model = init_model::<<B as AutodiffBackend>::InnerBackend>(shape, device);
+            let trainer_options =
+                TrainerOptions::new(workload.seq_len, workload.sequences_per_step)
+                    .with_timeout(Duration::from_secs(options.timeout_seconds.max(1)))
+                    .with_meter(meter.clone());
+            let mut trainer = ParallelTrainer::<B>::new(
+                plan.to_parallel_config(),
+                model,
+                source.clone(),
+                trainer_options,
+                vec![device.clone()],
+            )
+            .map_err(failed(plan))?;
+            for step in 0..options.warmup_steps + measured {
+                // every step of a plan on new sequences
+                let n = workload.sequences_per_step;
+                let first = done[index] * n;
+                let sequences: Vec<usize> = (first..first + n).collect();
+                let output = trainer.step(&sequences, 1e-4).map_err(failed(plan))?;
+                if step >= options.warmup_steps {
+                    seconds[index].push(output.seconds);
+                    reports[index].push(output.ranks);
+                }
+                done[index] += 1;
+                progress(ValidationProgress {
+                    round,
+                    rounds,
+                    plan: index,
+                    plans: plans.len(),
+                    step: done[index],
+                    steps: total_steps,
+                });
+            }
+        }
+    }
+    let mut validated = Vec::with_capacity(plans.len());
+    for ((plan, seconds), reports) in plans.iter().zip(seconds).zip(reports) {
         let world = reports.first().map_or(0, Vec::len);
         let rank_peak_bytes: Vec<Option<u64>> = (0..world)
             .map(|rank| {
@@ -325,5 +456,90 @@ pub fn validate_plans<B: ContextParallelBackend>(
         sequences_per_step: workload.sequences_per_step,
         warmup_steps: options.warmup_steps,
         steps: options.steps,
+        rounds,
+        speed_check: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_half_the_range_over_the_median() {
+        let plan = Plan {
+            pp: 1,
+            cp: 1,
+            dp: 2,
+            micro_batches: 1,
+            stage_layers: vec![4],
+            predicted_step_seconds: 1.0,
+            predicted_peak_bytes_per_device: 1,
+            bottleneck: String::new(),
+            measured_step_seconds: Some(1.0),
+            measured_peak_bytes_per_device: None,
+        };
+        let row = ValidatedPlan {
+            plan,
+            step_seconds: vec![0.9, 1.0, 1.3],
+            rank_peak_bytes: Vec::new(),
+            rank_busy_seconds: Vec::new(),
+        };
+        assert!((row.time_spread().unwrap() - 0.2).abs() < 1e-12);
+        assert_eq!(row.time_error(), Some(0.0));
+    }
+
+    #[test]
+    fn a_speed_check_scales_the_predictions() {
+        let row = |predicted: f64, measured: f64| ValidatedPlan {
+            plan: Plan {
+                pp: 1,
+                cp: 1,
+                dp: 2,
+                micro_batches: 1,
+                stage_layers: vec![4],
+                predicted_step_seconds: predicted,
+                predicted_peak_bytes_per_device: 1,
+                bottleneck: String::new(),
+                measured_step_seconds: Some(measured),
+                measured_peak_bytes_per_device: None,
+            },
+            step_seconds: vec![measured],
+            rank_peak_bytes: Vec::new(),
+            rank_busy_seconds: Vec::new(),
+        };
+        let mut report = ValidationReport {
+            // the machine runs 20% slower than when profiled: every plan 1/1.2 of its time
+            plans: vec![row(1.0, 1.2), row(2.0, 2.4), row(0.5, 0.6)],
+            seq_len: 64,
+            sequences_per_step: 2,
+            warmup_steps: 1,
+            steps: 1,
+            rounds: 1,
+            speed_check: None,
+        };
+        assert!((report.median_abs_time_error().unwrap() - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(report.median_abs_time_error_at_checked_speed(), None);
+        report.speed_check = Some(SpeedCheck {
+            part: ProfiledPart::LayerDense,
+            size: 64,
+            profiled_seconds: 0.010,
+            measured_seconds: vec![0.011, 0.013],
+        });
+        assert!((report.speed_check.as_ref().unwrap().ratio().unwrap() - 1.2).abs() < 1e-12);
+        assert!(report.median_abs_time_error_at_checked_speed().unwrap() < 1e-12);
+        assert!(report.to_string().contains("speed check: "));
+    }
+
+    #[test]
+    fn measured_steps_spread_over_the_rounds() {
+        assert_eq!(steps_per_round(6, 3), vec![2, 2, 2]);
+        assert_eq!(steps_per_round(7, 3), vec![3, 2, 2]);
+        // never more rounds than steps, never none
+        assert_eq!(steps_per_round(2, 3), vec![1, 1]);
+        assert_eq!(steps_per_round(1, 0), vec![1]);
+        for (steps, rounds) in [(5, 2), (9, 4), (3, 3)] {
+            assert_eq!(steps_per_round(steps, rounds).iter().sum::<usize>(), steps);
+        }
+    }
 }

@@ -4,19 +4,22 @@
 //!
 //! - [`measure_profile`] builds the real modules of `megagraph-models` for a [`ModelShape`]
 //!   (one layer suffices: every part is per layer or per model), feeds them random inputs (a
-//!   random `u8` distance index, random features), and for every part and size runs a few
-//!   warm-up passes and then takes the median of several timed ones. Memory is read with a
+//!   random `u8` distance index, random features), and runs the whole ladder of parts and
+//!   sizes pass after pass: a few warm-up passes, then timed ones, keeping each point's median
+//!   (so that a drift of the machine's speed during the profile moves every point alike). Memory is read with a
 //!   [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`], the parallel runtime's
 //!   per-thread accounting, so the profile's bytes are what a rank reports; on GPU backends the
 //!   CubeCL runtime's statistics (`megagraph_parallel::meter::CubeMemoryMeter`, features
 //!   `cuda` / `wgpu`), which the runtime overhead step then uses too.
 //! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
-//!   once, as the ranks of a mesh do when they share one machine's memory bandwidth: the first
-//!   copy is measured while the others run the same part over and over until it is done (a
-//!   rank of a mesh never has its peers idle while it works); the table holds the first
-//!   copy's numbers. Every copy runs in its own rayon pool of `cores / copies`
-//!   threads, the slice of the cores a rank of the parallel runtime gets by default
-//!   ([`megagraph_parallel::threads`]).
+//!   once, as the ranks of a mesh do when they share one machine's memory bandwidth, in
+//!   lockstep: every copy starts each forward and each backward pass at the same moment, as
+//!   the data- and context-parallel ranks of a layer do; the table holds the first copy's
+//!   numbers. (Lockstep matters on Burn 0.21: a backward pass ends by locking every autodiff
+//!   graph of the process, so a copy whose backward pass ended while a peer's was half done
+//!   would also time the rest of the peer's; see [`crate::schedule`].) Every copy runs in its
+//!   own rayon pool of `cores / copies` threads, the slice of the cores a rank of the parallel
+//!   runtime gets by default ([`megagraph_parallel::threads`]).
 //! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
 //!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
 //!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
@@ -38,7 +41,7 @@ use crate::profile::{
     ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
 };
 use crate::search::Plan;
-use crate::validate::{ValidationOptions, validate_plans};
+use crate::validate::{SpeedCheck, ValidationOptions, validate_plans};
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use megagraph_kernels::AttentionError;
 use megagraph_parallel::ContextParallelBackend;
@@ -46,8 +49,8 @@ use megagraph_parallel::threads::{default_threads_per_rank, run_in_pool};
 use parts::{PartBench, Run};
 use serde::{Deserialize, Serialize};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
 /// How [`measure_profile`] measures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,7 +73,8 @@ pub struct ProfilerOptions {
     pub evict_bytes: usize,
 }
 
-/// Where [`measure_profile`] is: reported after every part and size.
+/// Where [`measure_profile`] is: reported after every run of a part and size (the profiler
+/// makes `warmup + repeats` passes over the whole ladder).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ProfileProgress {
     /// The part just measured.
@@ -79,9 +83,9 @@ pub struct ProfileProgress {
     pub batch: usize,
     /// Its size.
     pub size: usize,
-    /// Measurements done so far.
+    /// Runs done so far.
     pub done: usize,
-    /// Measurements in all.
+    /// Runs in all: ladder points times `warmup + repeats`.
     pub total: usize,
 }
 
@@ -242,6 +246,50 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
+/// The meeting point of the profiler's copies before every timed pass: a barrier that a failing
+/// copy breaks, releasing every waiter for good, so no copy waits for one that stopped.
+struct Lockstep {
+    copies: usize,
+    /// Copies arrived at the current meeting, the meeting's number, and whether it is broken.
+    state: Mutex<(usize, u64, bool)>,
+    met: Condvar,
+}
+
+impl Lockstep {
+    fn new(copies: usize) -> Self {
+        Self {
+            copies,
+            state: Mutex::new((0, 0, false)),
+            met: Condvar::new(),
+        }
+    }
+
+    /// Waits until every copy arrived (or the barrier is broken).
+    fn wait(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.2 {
+            return;
+        }
+        let meeting = state.1;
+        state.0 += 1;
+        if state.0 == self.copies {
+            state.0 = 0;
+            state.1 += 1;
+            self.met.notify_all();
+            return;
+        }
+        while state.1 == meeting && !state.2 {
+            state = self.met.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Releases every waiter, now and later.
+    fn break_up(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).2 = true;
+        self.met.notify_all();
+    }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -289,7 +337,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
     sizes("rows", &options.ladder.rows)?;
     sizes("blocks", &options.ladder.blocks)?;
     let jobs = jobs(&options.ladder);
-    let total = jobs.len();
+    let total = jobs.len() * (options.warmup + options.repeats);
     let mut table = ProfileTable {
         key: ProfileKey::new(backend, device_name, shape, 4),
         analytic: false,
@@ -299,22 +347,110 @@ pub fn measure_profile<B: ContextParallelBackend>(
         head: Vec::new(),
         runtime_overhead_bytes: 0,
     };
+    let first = measure_jobs::<B>(
+        shape,
+        device,
+        meter.as_ref(),
+        options,
+        &jobs,
+        &mut |pass, index| {
+            let (part, batch, size) = jobs[index];
+            progress(ProfileProgress {
+                part,
+                batch,
+                size,
+                done: pass * jobs.len() + index + 1,
+                total,
+            });
+        },
+    )?;
+    for (&(part, batch, size), run) in jobs.iter().zip(first) {
+        let sample = ProfileSample {
+            size,
+            forward_seconds: run.forward_seconds,
+            backward_seconds: run.backward_seconds,
+            saved_bytes: run.saved_bytes,
+            peak_bytes: run.peak_bytes,
+            batch,
+        };
+        match part {
+            ProfiledPart::Embedding => table.embedding.push(sample),
+            ProfiledPart::LayerDense => table.layer_dense.push(sample),
+            ProfiledPart::Attention => table.attention.push(sample),
+            ProfiledPart::Head => table.head.push(sample),
+        }
+    }
+    table.validate()?;
+    table.runtime_overhead_bytes = runtime_overhead::<B>(&table, shape, device, meter, options)?;
+    Ok(table)
+}
+
+/// Measures the dense part of a layer at the profile's row count nearest `rows`, as
+/// [`measure_profile`] measured `table` (same `options`: copies in lockstep, warm-up and timed
+/// passes), and returns it next to the table's value: how fast this machine runs now compared
+/// with when the profile was taken. `None` when the table has no dense-layer samples.
+///
+/// # Errors
+///
+/// As [`measure_profile`].
+pub fn measure_speed_check<B: ContextParallelBackend>(
+    shape: &ModelShape,
+    table: &ProfileTable,
+    rows: usize,
+    device: &B::Device,
+    meter: Arc<dyn MemoryMeter>,
+    options: &ProfilerOptions,
+) -> Result<Option<SpeedCheck>, MeasureError> {
+    shape.validate()?;
+    for (field, value) in [
+        ("repeats", options.repeats),
+        ("concurrency", options.concurrency),
+    ] {
+        if value == 0 {
+            return Err(MeasureError::ZeroOption { field });
+        }
+    }
+    let Some(sample) = table
+        .layer_dense
+        .iter()
+        .min_by_key(|sample| sample.size.abs_diff(rows))
+    else {
+        return Ok(None);
+    };
+    let job = [(ProfiledPart::LayerDense, 1, sample.size)];
+    let runs = measure_jobs::<B>(shape, device, meter.as_ref(), options, &job, &mut |_, _| {})?;
+    Ok(runs.first().map(|run| SpeedCheck {
+        part: ProfiledPart::LayerDense,
+        size: sample.size,
+        profiled_seconds: sample.forward_seconds + sample.backward_seconds,
+        measured_seconds: vec![run.forward_seconds + run.backward_seconds],
+    }))
+}
+
+/// Runs `jobs` pass after pass (`options.warmup` untimed passes, then `options.repeats` timed
+/// ones) on `options.concurrency` copies in lockstep, and returns the first copy's median of
+/// each job. `done(pass, job)` is called after each of its runs.
+fn measure_jobs<B: ContextParallelBackend>(
+    shape: &ModelShape,
+    device: &B::Device,
+    meter: &dyn MemoryMeter,
+    options: &ProfilerOptions,
+    jobs: &[(ProfiledPart, usize, usize)],
+    done: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Run>, MeasureError> {
     let copies = options.concurrency;
     // each copy on its own slice of the cores, as the parallel runtime runs its ranks
     let threads = default_threads_per_rank(copies);
-    let barrier = Barrier::new(copies);
-    // jobs the measured copy (0) has finished; the other copies keep running a job until then
-    let finished = AtomicUsize::new(0);
+    let lockstep = Lockstep::new(copies);
     let failed = AtomicBool::new(false);
     let failure: OnceLock<MeasureError> = OnceLock::new();
     // every copy keeps its modules for the whole ladder
     let results: Vec<Result<Vec<Run>, MeasureError>> = std::thread::scope(|scope| {
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<usize>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, usize)>();
         let handles: Vec<_> = (0..copies)
             .map(|copy| {
-                let (jobs, barrier, done_tx) = (&jobs, &barrier, done_tx.clone());
-                let (finished, failed, failure) = (&finished, &failed, &failure);
-                let meter = meter.as_ref();
+                let (lockstep, done_tx) = (&lockstep, done_tx.clone());
+                let (failed, failure) = (&failed, &failure);
                 let pool = format!("megagraph-profile-{copy}");
                 scope.spawn(move || {
                     run_in_pool(threads, &pool, || {
@@ -324,11 +460,22 @@ pub fn measure_profile<B: ContextParallelBackend>(
                             options.seed + copy as u64,
                             options.evict_bytes,
                         );
-                        let mut runs = Vec::with_capacity(jobs.len());
-                        for (index, &(part, batch, size)) in jobs.iter().enumerate() {
-                            let mut measure = || {
-                                std::panic::catch_unwind(AssertUnwindSafe(|| {
-                                    bench.run(part, batch, size, meter)
+                        // per job: forward and backward seconds of the timed passes, and the
+                        // last run (its memory)
+                        let mut forward = vec![Vec::with_capacity(options.repeats); jobs.len()];
+                        let mut backward = vec![Vec::with_capacity(options.repeats); jobs.len()];
+                        let mut last = vec![None; jobs.len()];
+                        // pass after pass over the whole ladder, so that every point's samples
+                        // spread over the whole profile and a drift of the machine's speed
+                        // moves all points alike
+                        'passes: for pass in 0..options.warmup + options.repeats {
+                            for (index, &(part, batch, size)) in jobs.iter().enumerate() {
+                                if failed.load(Ordering::Acquire) {
+                                    break 'passes;
+                                }
+                                // every copy runs every job, meeting the others before each pass
+                                let measured = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                    bench.run(part, batch, size, meter, &|| lockstep.wait())
                                 }))
                                 .map_err(|panic| MeasureError::Panicked {
                                     part,
@@ -337,58 +484,39 @@ pub fn measure_profile<B: ContextParallelBackend>(
                                 })
                                 .and_then(|run| {
                                     run.map_err(|source| MeasureError::Attention { size, source })
-                                })
-                            };
-                            barrier.wait();
-                            if copy > 0 {
-                                // the measured copy's peers: busy until it is done, as the
-                                // other ranks of a mesh are while a rank works
-                                while finished.load(Ordering::Acquire) <= index
-                                    && !failed.load(Ordering::Acquire)
-                                {
-                                    if let Err(error) = measure() {
-                                        failed.store(true, Ordering::Release);
-                                        failure.get_or_init(|| error);
-                                    }
-                                }
-                                barrier.wait();
-                                continue;
-                            }
-                            let mut forward = Vec::with_capacity(options.repeats);
-                            let mut backward = Vec::with_capacity(options.repeats);
-                            let mut last = None;
-                            for repeat in 0..options.warmup + options.repeats {
-                                if failed.load(Ordering::Acquire) {
-                                    break;
-                                }
-                                match measure() {
-                                    Ok(run) if repeat >= options.warmup => {
-                                        forward.push(run.forward_seconds);
-                                        backward.push(run.backward_seconds);
-                                        last = Some(run);
+                                });
+                                match measured {
+                                    Ok(run) if pass >= options.warmup => {
+                                        forward[index].push(run.forward_seconds);
+                                        backward[index].push(run.backward_seconds);
+                                        last[index] = Some(run);
                                     }
                                     Ok(_) => {}
                                     Err(error) => {
                                         failed.store(true, Ordering::Release);
                                         failure.get_or_init(|| error);
+                                        lockstep.break_up();
                                     }
                                 }
+                                if copy == 0 {
+                                    let _ = done_tx.send((pass, index));
+                                }
                             }
-                            finished.store(index + 1, Ordering::Release);
-                            barrier.wait();
-                            let last = last.unwrap_or(Run {
-                                forward_seconds: 0.0,
-                                backward_seconds: 0.0,
-                                saved_bytes: 0,
-                                peak_bytes: 0,
-                            });
-                            runs.push(Run {
-                                forward_seconds: median(&mut forward),
-                                backward_seconds: median(&mut backward),
-                                ..last
-                            });
-                            let _ = done_tx.send(index);
                         }
+                        let runs: Vec<Run> = last
+                            .into_iter()
+                            .zip(forward.iter_mut().zip(backward.iter_mut()))
+                            .map(|(last, (forward, backward))| Run {
+                                forward_seconds: median(forward),
+                                backward_seconds: median(backward),
+                                ..last.unwrap_or(Run {
+                                    forward_seconds: 0.0,
+                                    backward_seconds: 0.0,
+                                    saved_bytes: 0,
+                                    peak_bytes: 0,
+                                })
+                            })
+                            .collect();
                         Ok(runs)
                     })
                     .unwrap_or_else(|error| {
@@ -400,15 +528,8 @@ pub fn measure_profile<B: ContextParallelBackend>(
             })
             .collect();
         drop(done_tx);
-        for index in done_rx {
-            let (part, batch, size) = jobs[index];
-            progress(ProfileProgress {
-                part,
-                batch,
-                size,
-                done: index + 1,
-                total,
-            });
+        for (pass, index) in done_rx {
+            done(pass, index);
         }
         handles
             .into_iter()
@@ -429,25 +550,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
     for other in results {
         other?;
     }
-    for (&(part, batch, size), run) in jobs.iter().zip(first) {
-        let sample = ProfileSample {
-            size,
-            forward_seconds: run.forward_seconds,
-            backward_seconds: run.backward_seconds,
-            saved_bytes: run.saved_bytes,
-            peak_bytes: run.peak_bytes,
-            batch,
-        };
-        match part {
-            ProfiledPart::Embedding => table.embedding.push(sample),
-            ProfiledPart::LayerDense => table.layer_dense.push(sample),
-            ProfiledPart::Attention => table.attention.push(sample),
-            ProfiledPart::Head => table.head.push(sample),
-        }
-    }
-    table.validate()?;
-    table.runtime_overhead_bytes = runtime_overhead::<B>(&table, shape, device, meter, options)?;
-    Ok(table)
+    Ok(first)
 }
 
 /// What a rank of the parallel runtime holds beyond the memory model's terms: one real
@@ -496,6 +599,7 @@ fn runtime_overhead<B: ContextParallelBackend>(
     let validation = ValidationOptions {
         warmup_steps: 1,
         steps: 2,
+        rounds: 1,
         seed: options.seed,
         timeout_seconds: 600,
     };
@@ -515,4 +619,48 @@ fn runtime_overhead<B: ContextParallelBackend>(
         .and_then(|p| p.plan.measured_peak_bytes_per_device)
         .unwrap_or(predicted);
     Ok(measured.saturating_sub(predicted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn lockstep_lets_no_copy_pass_before_all_arrive() {
+        let lockstep = Lockstep::new(3);
+        let passed = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                lockstep.wait();
+                passed.store(true, Ordering::SeqCst);
+                // second meeting
+                lockstep.wait();
+            });
+            scope.spawn(|| {
+                lockstep.wait();
+                lockstep.wait();
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!passed.load(Ordering::SeqCst), "passed with 2 of 3 copies");
+            lockstep.wait();
+            lockstep.wait();
+        });
+        assert!(passed.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_broken_lockstep_releases_every_waiter() {
+        let lockstep = Lockstep::new(3);
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            scope.spawn(|| lockstep.wait());
+            scope.spawn(|| lockstep.wait());
+            std::thread::sleep(Duration::from_millis(20));
+            lockstep.break_up();
+        });
+        // and every later meeting passes at once
+        lockstep.wait();
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
 }

@@ -74,13 +74,15 @@ impl<B: ContextParallelBackend> PartBench<B> {
     /// Runs `part` at size `n` once (for attention, `batch` sequences' blocks; the other parts
     /// take `n` rows of one sequence): inputs are built first (not measured), then the forward
     /// pass and the backward pass are timed (each ended by a device sync), and memory is read
-    /// from `meter` relative to the live bytes once the inputs exist.
+    /// from `meter` relative to the live bytes once the inputs exist. `start_together` is
+    /// called right before each timed pass (the profiler's copies start each pass at once).
     pub fn run(
         &mut self,
         part: ProfiledPart,
         batch: usize,
         n: usize,
         meter: &dyn MemoryMeter,
+        start_together: &dyn Fn(),
     ) -> Result<Run, AttentionError> {
         let forward: Forward<B> = match part {
             ProfiledPart::Embedding => {
@@ -146,6 +148,7 @@ impl<B: ContextParallelBackend> PartBench<B> {
             }
         };
         B::sync(&self.device).ok();
+        start_together();
         let base = meter.reset_peak();
         let started = Instant::now();
         let (loss, kept) = forward(&self.model)?;
@@ -158,6 +161,7 @@ impl<B: ContextParallelBackend> PartBench<B> {
             *byte = byte.wrapping_add(i as u8);
         }
         std::hint::black_box(&self.evict);
+        start_together();
         let after_forward = meter.reset_peak();
         let started = Instant::now();
         let grads = loss.backward();

@@ -6,9 +6,9 @@ use clap::{Args, ValueEnum};
 use megagraph_models::ModelPreset;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
-    ClusterSpec, MemoryMeter, ModelShape, Plan, PlanReport, SearchOptions, ValidationOptions,
-    ValidationProgress, ValidationReport, Workload, cluster_analytic_profile, plan as search_plan,
-    validate_plans,
+    ClusterSpec, MemoryMeter, ModelShape, Plan, PlanReport, ProfileTable, ProfilerOptions,
+    SearchOptions, ValidationOptions, ValidationProgress, ValidationReport, Workload,
+    cluster_analytic_profile, measure_speed_check, plan as search_plan, validate_plans,
 };
 
 use super::backend::{BackendChoice, BackendJob};
@@ -77,8 +77,9 @@ pub struct PlanArgs {
     /// Candidates to validate (the fastest first).
     #[arg(long, value_name = "K", default_value_t = 4)]
     pub validate_top: usize,
-    /// Measured steps per validated plan (after one warm-up step).
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Measured steps per validated plan; the plans take turns over 3 rounds (fewer when N is
+    /// smaller), each round one warm-up step and a share of the N.
+    #[arg(long, value_name = "N", default_value_t = 6)]
     pub validate_steps: usize,
     /// SVG of predicted against measured step time (with --validate); the peak memory goes to
     /// `FILE-memory.svg` next to it. Default: next to the JSON, `OUT.svg`.
@@ -147,6 +148,11 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             table
         }
     };
+    // a measured profile can be checked against this machine's speed around the validation
+    let speed_check = match args.profile {
+        ProfileSource::Measured => Some((&profile, args.profiling.options(&cluster)?)),
+        ProfileSource::Analytic => None,
+    };
     let mut report = search_plan(&cluster, &shape, &workload, &profile, &options)?;
     println!("{}", report.explain());
     let validation = if args.validate {
@@ -162,6 +168,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             &workload,
             &top,
             args.validate_steps,
+            speed_check,
         )?;
         println!("\n{validation}");
         apply_validation(&mut report, &validation);
@@ -226,6 +233,7 @@ fn validate(
     workload: &Workload,
     plans: &[Plan],
     steps: usize,
+    speed_check: Option<(&ProfileTable, ProfilerOptions)>,
 ) -> Result<ValidationReport> {
     backend.run(ValidateJob {
         shape,
@@ -235,6 +243,7 @@ fn validate(
             steps: steps.max(1),
             ..ValidationOptions::default()
         },
+        speed_check,
     })
 }
 
@@ -244,6 +253,9 @@ struct ValidateJob<'a> {
     workload: &'a Workload,
     plans: &'a [Plan],
     options: ValidationOptions,
+    /// The measured profile and how it was measured: its dense layer is measured again before
+    /// and after the validation.
+    speed_check: Option<(&'a ProfileTable, ProfilerOptions)>,
 }
 
 impl BackendJob for ValidateJob<'_> {
@@ -256,7 +268,9 @@ impl BackendJob for ValidateJob<'_> {
         meter: Arc<dyn MemoryMeter>,
     ) -> Result<ValidationReport> {
         let options = &self.options;
-        let total = self.plans.len() * (options.warmup_steps + options.steps);
+        let rounds = options.rounds.clamp(1, options.steps.max(1));
+        let total = self.plans.len() * (rounds * options.warmup_steps + options.steps);
+        let mut announced = None;
         let bar = std::io::stderr()
             .is_terminal()
             .then(|| progress_bar(total, "validating [{bar:30}] {pos}/{len} steps {msg}"));
@@ -266,24 +280,45 @@ impl BackendJob for ValidateJob<'_> {
                 bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
             }
             None => {
-                if p.step == p.steps {
-                    eprintln!("validated plan {}/{}", p.plan + 1, p.plans);
+                if announced != Some(p.round) {
+                    announced = Some(p.round);
+                    eprintln!("validation round {}/{}", p.round + 1, p.rounds);
                 }
             }
         };
+        let check = |meter: Arc<dyn MemoryMeter>| match &self.speed_check {
+            Some((table, profiler)) => measure_speed_check::<B>(
+                self.shape,
+                table,
+                self.workload.seq_len,
+                &devices[0],
+                meter,
+                profiler,
+            ),
+            None => Ok(None),
+        };
+        let before = check(meter.clone())?;
         let report = validate_plans::<B>(
             self.shape,
             self.workload,
             self.plans,
             &devices[0],
-            meter,
+            meter.clone(),
             options,
             &mut progress,
         );
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
-        Ok(report?)
+        let mut report = report?;
+        report.speed_check = match (before, check(meter)?) {
+            (Some(mut before), Some(after)) => {
+                before.measured_seconds.extend(after.measured_seconds);
+                Some(before)
+            }
+            (before, after) => before.or(after),
+        };
+        Ok(report)
     }
 }
 

@@ -172,7 +172,10 @@ impl BackendJob for MeasureJob<'_> {
         devices: Vec<B::Device>,
         meter: Arc<dyn MemoryMeter>,
     ) -> Result<Self::Output> {
-        let total = measurements(&self.options.ladder);
+        let total = megagraph_planner::profiler::jobs(&self.options.ladder).len()
+            * (self.options.warmup + self.options.repeats);
+        // without a terminal, a line every 5%
+        let every = (total / 20).max(1);
         let terminal = std::io::stderr().is_terminal();
         let bar = terminal.then(|| progress_bar(total, "profiling [{bar:30}] {pos}/{len} {msg}"));
         let mut progress = |p: ProfileProgress| match &bar {
@@ -181,7 +184,7 @@ impl BackendJob for MeasureJob<'_> {
                 bar.set_message(format!("{} {}x{}", p.part.name(), p.batch, p.size));
             }
             None => {
-                if p.done.is_multiple_of(8) || p.done == p.total {
+                if p.done.is_multiple_of(every) || p.done == p.total {
                     eprintln!(
                         "profiled {}/{} ({} {})",
                         p.done,
@@ -209,10 +212,6 @@ impl BackendJob for MeasureJob<'_> {
 }
 
 /// Measurements of a profile at `ladder` (for the progress bar).
-fn measurements(ladder: &ProfileLadder) -> usize {
-    3 * ladder.row_points().len() + ladder.attention_points().len()
-}
-
 /// `megagraph profile`: measures (or reads from the cache) the profile of a model on this
 /// machine, prints it and optionally writes it as JSON.
 pub fn profile(args: &ProfileArgs) -> Result<()> {
