@@ -23,6 +23,9 @@
 //! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
 //!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
 //!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
+//! - [`measure_speed_check`] measures one point of a profile again, the same way: how fast the
+//!   machine runs now against when it was profiled (`plan --validate` reports it, since a shared
+//!   machine's speed drifts between a profile and a validation).
 //! - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
 //!   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
 //!   warning).
