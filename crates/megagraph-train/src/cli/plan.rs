@@ -7,7 +7,7 @@ use megagraph_models::ModelPreset;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
     ClusterSpec, MemoryMeter, ModelShape, Plan, PlanReport, ProfileTable, ProfilerOptions,
-    SearchOptions, ValidationOptions, ValidationProgress, ValidationReport, Workload,
+    SearchOptions, SpeedCheck, ValidationOptions, ValidationProgress, ValidationReport, Workload,
     cluster_analytic_profile, measure_speed_check, plan as search_plan, validate_plans,
 };
 
@@ -254,7 +254,7 @@ struct ValidateJob<'a> {
     plans: &'a [Plan],
     options: ValidationOptions,
     /// The measured profile and how it was measured: its dense layer is measured again before
-    /// and after the validation.
+    /// the validation and after every round.
     speed_check: Option<(&'a ProfileTable, ProfilerOptions)>,
 }
 
@@ -274,18 +274,7 @@ impl BackendJob for ValidateJob<'_> {
         let bar = std::io::stderr()
             .is_terminal()
             .then(|| progress_bar(total, "validating [{bar:30}] {pos}/{len} steps {msg}"));
-        let mut progress = |p: ValidationProgress| match &bar {
-            Some(bar) => {
-                bar.inc(1);
-                bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
-            }
-            None => {
-                if announced != Some(p.round) {
-                    announced = Some(p.round);
-                    eprintln!("validation round {}/{}", p.round + 1, p.rounds);
-                }
-            }
-        };
+        // the speed check: before the validation and after every round
         let check = |meter: Arc<dyn MemoryMeter>| match &self.speed_check {
             Some((table, profiler)) => measure_speed_check::<B>(
                 self.shape,
@@ -297,7 +286,31 @@ impl BackendJob for ValidateJob<'_> {
             ),
             None => Ok(None),
         };
-        let before = check(meter.clone())?;
+        let mut speed: Option<SpeedCheck> = check(meter.clone())?;
+        let mut check_failed = None;
+        let mut progress = |p: ValidationProgress| {
+            match &bar {
+                Some(bar) => {
+                    bar.inc(1);
+                    bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
+                }
+                None => {
+                    if announced != Some(p.round) {
+                        announced = Some(p.round);
+                        eprintln!("validation round {}/{}", p.round + 1, p.rounds);
+                    }
+                }
+            }
+            if p.round_done && check_failed.is_none() {
+                match (check(meter.clone()), &mut speed) {
+                    (Ok(Some(again)), Some(speed)) => {
+                        speed.measured_seconds.extend(again.measured_seconds)
+                    }
+                    (Ok(again), speed) => *speed = speed.take().or(again),
+                    (Err(error), _) => check_failed = Some(error),
+                }
+            }
+        };
         let report = validate_plans::<B>(
             self.shape,
             self.workload,
@@ -311,13 +324,10 @@ impl BackendJob for ValidateJob<'_> {
             bar.finish_and_clear();
         }
         let mut report = report?;
-        report.speed_check = match (before, check(meter)?) {
-            (Some(mut before), Some(after)) => {
-                before.measured_seconds.extend(after.measured_seconds);
-                Some(before)
-            }
-            (before, after) => before.or(after),
-        };
+        if let Some(error) = check_failed {
+            return Err(error.into());
+        }
+        report.speed_check = speed;
         Ok(report)
     }
 }
