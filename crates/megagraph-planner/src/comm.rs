@@ -30,8 +30,10 @@ pub fn ring_attention_seconds(steps: usize, compute_per_step: f64, comm_per_step
 /// Seconds of a 1F1B (or GPipe) pipeline of `micro_batches` micro-batches whose stages take
 /// `stage_seconds` (forward plus backward) per micro-batch:
 /// `(m - 1) * max stage + sum of stages`, the textbook estimate. The cost model simulates the
-/// schedule instead ([`one_forward_one_backward_seconds`](crate::schedule::one_forward_one_backward_seconds)), which gives this
-/// for equal stages and follows unequal forward and backward passes.
+/// schedule instead ([`one_forward_one_backward_seconds`]), which gives this for equal stages
+/// and follows unequal forward and backward passes.
+///
+/// [`one_forward_one_backward_seconds`]: crate::schedule::one_forward_one_backward_seconds
 pub fn pipeline_seconds(stage_seconds: &[f64], micro_batches: usize) -> f64 {
     let max = stage_seconds.iter().copied().fold(0.0, f64::max);
     let sum: f64 = stage_seconds.iter().sum();

@@ -516,12 +516,9 @@ mod tests {
             measured_seconds: vec![0.011, 0.013],
         });
         assert!((report.speed_check.as_ref().unwrap().ratio().unwrap() - 1.2).abs() < 1e-12);
-        assert!(
-            report
-                .to_string()
-                .contains("took 10.00 ms in the profile and 11.00 / 13.00 ms around this validation (mean +20%)"),
-            "{report}"
-        );
+        let expected = "took 10.00 ms in the profile and 11.00 / 13.00 ms around this \
+                        validation (mean +20%)";
+        assert!(report.to_string().contains(expected), "{report}");
     }
 
     #[test]

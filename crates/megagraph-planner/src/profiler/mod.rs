@@ -6,11 +6,12 @@
 //!   (one layer suffices: every part is per layer or per model), feeds them random inputs (a
 //!   random `u8` distance index, random features), and runs the whole ladder of parts and
 //!   sizes pass after pass: a few warm-up passes, then timed ones, keeping each point's median
-//!   (so that a drift of the machine's speed during the profile moves every point alike). Memory is read with a
-//!   [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`], the parallel runtime's
-//!   per-thread accounting, so the profile's bytes are what a rank reports; on GPU backends the
-//!   CubeCL runtime's statistics (`megagraph_parallel::meter::CubeMemoryMeter`, features
-//!   `cuda` / `wgpu`), which the runtime overhead step then uses too.
+//!   (so that a drift of the machine's speed during the profile moves every point alike).
+//!   Memory is read with a [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`], the
+//!   parallel runtime's per-thread accounting, so the profile's bytes are what a rank reports;
+//!   on GPU backends the CubeCL runtime's statistics
+//!   (`megagraph_parallel::meter::CubeMemoryMeter`, features `cuda` / `wgpu`), which the
+//!   runtime overhead step then uses too.
 //! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
 //!   once, as the ranks of a mesh do when they share one machine's memory bandwidth, in
 //!   lockstep: every copy starts each forward and each backward pass at the same moment, as
