@@ -62,6 +62,22 @@ fn default_rounds() -> usize {
     3
 }
 
+impl ValidationOptions {
+    /// The measured steps of each round: `steps` spread over `rounds` rounds (clamped to
+    /// `1..=steps`), the first `steps % rounds` rounds taking one more.
+    pub fn measured_steps_per_round(&self) -> Vec<usize> {
+        let rounds = self.rounds.clamp(1, self.steps.max(1));
+        (0..rounds)
+            .map(|round| self.steps / rounds + usize::from(round < self.steps % rounds))
+            .collect()
+    }
+
+    /// Steps every plan runs, warm-ups of every round included.
+    pub fn steps_per_plan(&self) -> usize {
+        self.measured_steps_per_round().len() * self.warmup_steps + self.steps
+    }
+}
+
 /// Where [`validate_plans`] is: reported after every step (plan after plan within a round,
 /// round after round).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -197,15 +213,6 @@ impl ValidatedPlan {
         (measured > 0.0)
             .then(|| (self.plan.predicted_peak_bytes_per_device as f64 - measured) / measured)
     }
-}
-
-/// `steps` measured steps spread over `rounds` rounds (clamped to `1..=steps`): the measured
-/// steps of each round, the first `steps % rounds` rounds taking one more.
-fn steps_per_round(steps: usize, rounds: usize) -> Vec<usize> {
-    let rounds = rounds.clamp(1, steps.max(1));
-    (0..rounds)
-        .map(|round| steps / rounds + usize::from(round < steps % rounds))
-        .collect()
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -351,9 +358,9 @@ pub fn validate_plans<B: ContextParallelBackend>(
     }
     let source: Arc<dyn BatchSource<B>> =
         Arc::new(SyntheticSource::new(shape, workload.seq_len, options.seed));
-    let measured_per_round = steps_per_round(options.steps, options.rounds);
+    let measured_per_round = options.measured_steps_per_round();
     let rounds = measured_per_round.len();
-    let total_steps = rounds * options.warmup_steps + options.steps;
+    let total_steps = options.steps_per_plan();
     let failed = |plan: &Plan| {
         let (pp, cp, dp, micro_batches) = (plan.pp, plan.cp, plan.dp, plan.micro_batches);
         move |source: ParallelError| ValidateError::Run {
@@ -454,33 +461,10 @@ pub fn validate_plans<B: ContextParallelBackend>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn spread_is_half_the_range_over_the_median() {
-        let plan = Plan {
-            pp: 1,
-            cp: 1,
-            dp: 2,
-            micro_batches: 1,
-            stage_layers: vec![4],
-            predicted_step_seconds: 1.0,
-            predicted_peak_bytes_per_device: 1,
-            bottleneck: String::new(),
-            measured_step_seconds: Some(1.0),
-            measured_peak_bytes_per_device: None,
-        };
-        let row = ValidatedPlan {
-            plan,
-            step_seconds: vec![0.9, 1.0, 1.3],
-            rank_peak_bytes: Vec::new(),
-            rank_busy_seconds: Vec::new(),
-        };
-        assert!((row.time_spread().unwrap() - 0.2).abs() < 1e-12);
-        assert_eq!(row.time_error(), Some(0.0));
-    }
-
-    #[test]
-    fn a_speed_check_reports_the_drift_since_the_profile() {
-        let row = |predicted: f64, measured: f64| ValidatedPlan {
+    /// A validated plan predicted at `predicted` seconds whose measured steps took `steps`
+    /// (median `measured`).
+    fn validated(predicted: f64, measured: f64, steps: Vec<f64>) -> ValidatedPlan {
+        ValidatedPlan {
             plan: Plan {
                 pp: 1,
                 cp: 1,
@@ -493,10 +477,22 @@ mod tests {
                 measured_step_seconds: Some(measured),
                 measured_peak_bytes_per_device: None,
             },
-            step_seconds: vec![measured],
+            step_seconds: steps,
             rank_peak_bytes: Vec::new(),
             rank_busy_seconds: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn spread_is_half_the_range_over_the_median() {
+        let row = validated(1.0, 1.0, vec![0.9, 1.0, 1.3]);
+        assert!((row.time_spread().unwrap() - 0.2).abs() < 1e-12);
+        assert_eq!(row.time_error(), Some(0.0));
+    }
+
+    #[test]
+    fn a_speed_check_reports_the_drift_since_the_profile() {
+        let row = |predicted: f64, measured: f64| validated(predicted, measured, vec![measured]);
         let mut report = ValidationReport {
             // the machine runs 20% slower than when profiled: every plan 1/1.2 of its time
             plans: vec![row(1.0, 1.2), row(2.0, 2.4), row(0.5, 0.6)],
@@ -523,6 +519,14 @@ mod tests {
 
     #[test]
     fn measured_steps_spread_over_the_rounds() {
+        let steps_per_round = |steps, rounds| {
+            ValidationOptions {
+                steps,
+                rounds,
+                ..ValidationOptions::default()
+            }
+            .measured_steps_per_round()
+        };
         assert_eq!(steps_per_round(6, 3), vec![2, 2, 2]);
         assert_eq!(steps_per_round(7, 3), vec![3, 2, 2]);
         // never more rounds than steps, never none
@@ -531,5 +535,7 @@ mod tests {
         for (steps, rounds) in [(5, 2), (9, 4), (3, 3)] {
             assert_eq!(steps_per_round(steps, rounds).iter().sum::<usize>(), steps);
         }
+        // one warm-up step in each of the 3 rounds
+        assert_eq!(ValidationOptions::default().steps_per_plan(), 3 + 6);
     }
 }

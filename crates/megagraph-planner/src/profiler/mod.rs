@@ -196,6 +196,18 @@ impl ProfilerOptions {
     }
 }
 
+impl ProfilerOptions {
+    /// [`MeasureError::ZeroOption`] when `repeats` or `concurrency` is 0.
+    fn check(&self) -> Result<(), MeasureError> {
+        for (field, value) in [("repeats", self.repeats), ("concurrency", self.concurrency)] {
+            if value == 0 {
+                return Err(MeasureError::ZeroOption { field });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `2^low ..= 2^high`, with the midpoint `1.5 * 2^p` after every power from `midpoints_from`.
 fn doubling(low: u32, high: u32, midpoints_from: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
@@ -325,14 +337,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
     progress: &mut dyn FnMut(ProfileProgress),
 ) -> Result<ProfileTable, MeasureError> {
     shape.validate()?;
-    for (field, value) in [
-        ("repeats", options.repeats),
-        ("concurrency", options.concurrency),
-    ] {
-        if value == 0 {
-            return Err(MeasureError::ZeroOption { field });
-        }
-    }
+    options.check()?;
     if !meter.available() {
         return Err(MeasureError::NoMemoryMeter {
             meter: format!("{meter:?}"),
@@ -406,14 +411,7 @@ pub fn measure_speed_check<B: ContextParallelBackend>(
     options: &ProfilerOptions,
 ) -> Result<Option<SpeedCheck>, MeasureError> {
     shape.validate()?;
-    for (field, value) in [
-        ("repeats", options.repeats),
-        ("concurrency", options.concurrency),
-    ] {
-        if value == 0 {
-            return Err(MeasureError::ZeroOption { field });
-        }
-    }
+    options.check()?;
     let Some(sample) = table
         .layer_dense
         .iter()

@@ -268,8 +268,7 @@ impl BackendJob for ValidateJob<'_> {
         meter: Arc<dyn MemoryMeter>,
     ) -> Result<ValidationReport> {
         let options = &self.options;
-        let rounds = options.rounds.clamp(1, options.steps.max(1));
-        let total = self.plans.len() * (rounds * options.warmup_steps + options.steps);
+        let total = self.plans.len() * options.steps_per_plan();
         let mut announced = None;
         let bar = std::io::stderr()
             .is_terminal()
