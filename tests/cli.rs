@@ -264,6 +264,22 @@ fn profile_caches_and_plan_validates_with_a_measured_profile() {
         .count();
     assert_eq!(validated, 2, "{report}");
     assert_eq!(report["validation"]["plans"].as_array().map(Vec::len), Some(2));
+    // the profile measured again before the validation and after its one round
+    assert!(String::from_utf8_lossy(&output.stdout).contains("with the profile measured in turn"));
+    assert_eq!(report["validation"]["in_turn_profile"]["sessions"], 2, "{report}");
+    for plan in report["validation"]["plans"].as_array().unwrap() {
+        assert!(plan["in_turn_predicted_step_seconds"].as_f64().is_some_and(|s| s > 0.0), "{plan}");
+    }
     let svg = std::fs::read_to_string(json.with_extension("svg")).unwrap();
     assert!(svg.starts_with("<svg") || svg.contains("<svg"), "{svg}");
+}
+
+#[test]
+fn a_negative_validation_time_is_an_error_naming_the_flag() {
+    let output = megagraph(&[
+        "plan", "--cluster", "configs/clusters/cpu-local.toml", "--validate", "--validate-seconds=-1",
+    ]);
+    assert!(!output.status.success());
+    let text = stderr(&output);
+    assert!(text.contains("validate-seconds") && text.contains("-1"), "{text}");
 }

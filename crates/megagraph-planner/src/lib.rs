@@ -59,7 +59,7 @@ pub use profile::{
 };
 pub use profiler::{
     CacheStatus, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions, ThreadAllocatorMeter,
-    cached_profile, measure_profile, measure_speed_check,
+    cached_profile, measure_profile, InTurnProfile,
 };
 pub use realize::{SyntheticSource, init_model, model_config};
 pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
@@ -68,7 +68,7 @@ pub use search::{
 };
 pub use simulated::{SimulatedReport, SimulatedStudy};
 pub use validate::{
-    SpeedCheck, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
+    InTurnSummary, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
     ValidationReport, validate_plans,
 };
 pub use workload::{ModelShape, Workload, WorkloadError};

@@ -342,6 +342,16 @@ impl ProfileTable {
         }
     }
 
+    /// The samples of `part`, to change in place.
+    pub(crate) fn samples_mut(&mut self, part: ProfiledPart) -> &mut Vec<ProfileSample> {
+        match part {
+            ProfiledPart::Embedding => &mut self.embedding,
+            ProfiledPart::LayerDense => &mut self.layer_dense,
+            ProfiledPart::Attention => &mut self.attention,
+            ProfiledPart::Head => &mut self.head,
+        }
+    }
+
     /// The attention samples measured at `batch` sequences.
     pub fn attention_at(&self, batch: usize) -> Vec<ProfileSample> {
         self.attention

@@ -12,11 +12,18 @@
 //! peak of live bytes over the measured steps, as the runtime's [`RankReport`] gives it when
 //! [`CountingAllocator`](megagraph_parallel::CountingAllocator) is the global allocator. Errors
 //! are `(predicted - measured) / measured`.
+//!
+//! A shared machine's speed also drifts between the profile and the validation. With
+//! [`ValidationReport::add_in_turn_predictions`], every plan is predicted again from the profile
+//! measured in turns with the rounds ([`InTurnProfile`]): its error is the cost model's own, the
+//! machine running at the same speed for the prediction and the measurement.
 
+use crate::api::{PlanError, evaluate};
+use crate::cluster::ClusterSpec;
 use crate::memory::format_bytes;
-use crate::profile::ProfiledPart;
+use crate::profiler::InTurnProfile;
 use crate::realize::{SyntheticSource, init_model};
-use crate::search::Plan;
+use crate::search::{Plan, SearchOptions};
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_parallel::{
@@ -34,9 +41,17 @@ pub struct ValidationOptions {
     /// Steps run before measuring in every round (optimizer state is allocated in the first).
     /// Default: 1.
     pub warmup_steps: usize,
-    /// Measured steps of each plan, spread over the rounds; the median time is kept.
+    /// Measured steps of each plan at least, spread over the rounds; the median time is kept.
     /// Default: 6.
     pub steps: usize,
+    /// Measured seconds per plan to aim for: a plan predicted to step faster runs more steps
+    /// (up to `max_steps`), so that a short step is measured as long as a slow one and a
+    /// moment's slowness of the machine weighs as little. Default: 4.
+    #[serde(default = "default_measured_seconds")]
+    pub measured_seconds: f64,
+    /// Most measured steps of a plan (at least `steps`). Default: 40.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: usize,
     /// Rounds in which the plans take turns (at most `steps`). Default: 3.
     #[serde(default = "default_rounds")]
     pub rounds: usize,
@@ -51,6 +66,8 @@ impl Default for ValidationOptions {
         Self {
             warmup_steps: 1,
             steps: 6,
+            measured_seconds: default_measured_seconds(),
+            max_steps: default_max_steps(),
             rounds: default_rounds(),
             seed: 11,
             timeout_seconds: 600,
@@ -62,19 +79,46 @@ fn default_rounds() -> usize {
     3
 }
 
+fn default_measured_seconds() -> f64 {
+    4.0
+}
+
+fn default_max_steps() -> usize {
+    40
+}
+
 impl ValidationOptions {
-    /// The measured steps of each round: `steps` spread over `rounds` rounds (clamped to
-    /// `1..=steps`), the first `steps % rounds` rounds taking one more.
-    pub fn measured_steps_per_round(&self) -> Vec<usize> {
-        let rounds = self.rounds.clamp(1, self.steps.max(1));
+    /// Rounds in which the plans take turns: `rounds` clamped to `1..=steps`.
+    pub fn round_count(&self) -> usize {
+        self.rounds.clamp(1, self.steps.max(1))
+    }
+
+    /// Measured steps of `plan`: enough for `measured_seconds` at its predicted step time,
+    /// clamped to `steps..=max(steps, max_steps)`.
+    pub fn measured_steps(&self, plan: &Plan) -> usize {
+        let most = self.steps.max(self.max_steps);
+        let predicted = plan.predicted_step_seconds;
+        let wanted = if predicted > 0.0 && self.measured_seconds.is_finite() {
+            (self.measured_seconds / predicted).ceil().min(most as f64) as usize
+        } else {
+            0
+        };
+        wanted.clamp(self.steps, most)
+    }
+
+    /// The measured steps of `plan` in each round: [`measured_steps`](Self::measured_steps)
+    /// spread over the [`round_count`](Self::round_count) rounds, the first ones taking one
+    /// more when they do not divide.
+    pub fn measured_steps_per_round(&self, plan: &Plan) -> Vec<usize> {
+        let (steps, rounds) = (self.measured_steps(plan), self.round_count());
         (0..rounds)
-            .map(|round| self.steps / rounds + usize::from(round < self.steps % rounds))
+            .map(|round| steps / rounds + usize::from(round < steps % rounds))
             .collect()
     }
 
-    /// Steps every plan runs, warm-ups of every round included.
-    pub fn steps_per_plan(&self) -> usize {
-        self.measured_steps_per_round().len() * self.warmup_steps + self.steps
+    /// Steps `plan` runs, warm-ups of every round included.
+    pub fn steps_per_plan(&self, plan: &Plan) -> usize {
+        self.round_count() * self.warmup_steps + self.measured_steps(plan)
     }
 }
 
@@ -92,7 +136,7 @@ pub struct ValidationProgress {
     pub plans: usize,
     /// Steps of this plan done (warm-ups included), over all rounds so far.
     pub step: usize,
-    /// Steps per plan (warm-up included).
+    /// Steps of this plan in all (warm-ups included): plans may run different counts.
     pub steps: usize,
     /// Whether this was the last step of the round (of its last plan): the machine is idle
     /// until the next round starts.
@@ -111,33 +155,21 @@ pub struct ValidatedPlan {
     pub rank_peak_bytes: Vec<Option<u64>>,
     /// Busy seconds (without waits on peers) of every rank, mean over the measured steps.
     pub rank_busy_seconds: Vec<f64>,
+    /// The step time predicted from the profile measured again in turns with the validation
+    /// ([`ValidationReport::add_in_turn_predictions`]), when it was.
+    pub in_turn_predicted_step_seconds: Option<f64>,
 }
 
-/// How fast this machine ran one profiled part around a validation, against the profile's
-/// value ([`measure_speed_check`](crate::profiler::measure_speed_check)): on a shared machine
-/// whose speed drifts, how far it drifted since the profile, and how much during the
-/// validation, to read the time errors against.
+/// The profile measured again in turns with a validation ([`InTurnProfile`]), summed up.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SpeedCheck {
-    /// The part measured.
-    pub part: ProfiledPart,
-    /// Its size (rows).
-    pub size: usize,
-    /// Forward plus backward seconds in the profile.
-    pub profiled_seconds: f64,
-    /// Forward plus backward seconds of every check (`plan --validate`: before the validation
-    /// and after each round).
-    pub measured_seconds: Vec<f64>,
-}
-
-impl SpeedCheck {
-    /// Mean measured seconds over the profiled ones: above 1 when the machine ran slower than
-    /// when it was profiled.
-    pub fn ratio(&self) -> Option<f64> {
-        let n = self.measured_seconds.len();
-        (n > 0 && self.profiled_seconds > 0.0)
-            .then(|| self.measured_seconds.iter().sum::<f64>() / n as f64 / self.profiled_seconds)
-    }
+pub struct InTurnSummary {
+    /// Sessions measured (`plan --validate`: before the validation and after each round).
+    pub sessions: usize,
+    /// Timed passes over the profile's points, all sessions together.
+    pub passes: usize,
+    /// Median over the points of their time in the sessions over the profile's: above 1 when
+    /// the machine ran slower during the validation than when it was profiled.
+    pub drift: Option<f64>,
 }
 
 /// Every validated plan, in the order given.
@@ -151,12 +183,14 @@ pub struct ValidationReport {
     pub sequences_per_step: usize,
     /// Warm-up steps per plan and round.
     pub warmup_steps: usize,
-    /// Measured steps per plan.
+    /// Measured steps per plan at least ([`ValidationOptions::steps`]; a plan's
+    /// `step_seconds` has them all).
     pub steps: usize,
     /// Rounds in which the plans took turns.
     pub rounds: usize,
-    /// The machine's speed around the validation against the profile's, when checked.
-    pub speed_check: Option<SpeedCheck>,
+    /// The profile measured again in turns with the plans, when it was
+    /// ([`ValidationReport::add_in_turn_predictions`]).
+    pub in_turn_profile: Option<InTurnSummary>,
 }
 
 /// Why validation failed.
@@ -192,6 +226,14 @@ impl ValidatedPlan {
     pub fn time_error(&self) -> Option<f64> {
         let measured = self.plan.measured_step_seconds?;
         (measured > 0.0).then(|| (self.plan.predicted_step_seconds - measured) / measured)
+    }
+
+    /// `(in-turn predicted - measured) / measured` of the step time: the error of the cost
+    /// model with a profile measured in turns with the plans, when there is one.
+    pub fn in_turn_time_error(&self) -> Option<f64> {
+        let measured = self.plan.measured_step_seconds?;
+        let predicted = self.in_turn_predicted_step_seconds?;
+        (measured > 0.0).then(|| (predicted - measured) / measured)
     }
 
     /// Half the range of the measured step times over their median, `(max - min) / (2 *
@@ -237,6 +279,48 @@ impl ValidationReport {
         )
     }
 
+    /// Median of the absolute in-turn step-time errors (see
+    /// [`ValidatedPlan::in_turn_time_error`]).
+    pub fn median_abs_in_turn_time_error(&self) -> Option<f64> {
+        median(
+            self.plans
+                .iter()
+                .filter_map(|p| p.in_turn_time_error().map(f64::abs))
+                .collect(),
+        )
+    }
+
+    /// Predicts every plan again from `profile`'s [`table`](InTurnProfile::table), the profile
+    /// measured in turns with the validation, for `shape` training on `workload` on `cluster`
+    /// (as the plans were searched, with `options`), and records the predictions next to the
+    /// measurements with a summary of the sessions.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError`]: the profile does not fit the shape, or a plan does not fit the cluster or
+    /// workload.
+    pub fn add_in_turn_predictions(
+        &mut self,
+        profile: &InTurnProfile,
+        cluster: &ClusterSpec,
+        shape: &ModelShape,
+        workload: &Workload,
+        options: &SearchOptions,
+    ) -> Result<(), PlanError> {
+        let table = profile.table();
+        for row in &mut self.plans {
+            let config = row.plan.to_parallel_config();
+            let evaluation = evaluate(cluster, shape, workload, &table, &config, options)?;
+            row.in_turn_predicted_step_seconds = Some(evaluation.plan.predicted_step_seconds);
+        }
+        self.in_turn_profile = Some(InTurnSummary {
+            sessions: profile.sessions(),
+            passes: profile.passes(),
+            drift: profile.drift(),
+        });
+        Ok(())
+    }
+
     /// Median of the absolute memory errors (plans with memory measured).
     pub fn median_abs_memory_error(&self) -> Option<f64> {
         median(
@@ -257,27 +341,55 @@ impl ValidationReport {
 
 impl fmt::Display for ValidationReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (fewest, most) = self
+            .plans
+            .iter()
+            .map(|p| p.step_seconds.len())
+            .fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+        let steps = if fewest >= most {
+            most.to_string()
+        } else {
+            format!("{fewest} to {most}")
+        };
         writeln!(
             f,
-            "Validation: {} sequences x {} nodes per step, {} measured steps per plan over {} \
-             rounds in turn ({} warm-up per round)",
-            self.sequences_per_step, self.seq_len, self.steps, self.rounds, self.warmup_steps
+            "Validation: {} sequences x {} nodes per step, {steps} measured steps per plan over \
+             {} rounds in turn ({} warm-up per round)",
+            self.sequences_per_step, self.seq_len, self.rounds, self.warmup_steps
         )?;
+        let in_turn = self.in_turn_profile.is_some();
+        let in_turn_header = if in_turn {
+            format!(" {:>9} {:>8}", "in turn", "error")
+        } else {
+            String::new()
+        };
         writeln!(
             f,
-            "  {:<28} {:>11} {:>11} {:>7} {:>8}   {:>10} {:>10} {:>8}",
+            "  {:<28} {:>9} {:>9} {:>7} {:>8}{in_turn_header}   {:>10} {:>10} {:>8}",
             "plan", "pred. s", "meas. s", "spread", "error", "pred. mem", "meas. mem", "error"
         )?;
         let percent = |e: Option<f64>| e.map_or("-".to_string(), |e| format!("{:+.1}%", 100.0 * e));
+        let median_percent =
+            |e: Option<f64>| e.map_or("-".to_string(), |e| format!("{:.1}%", 100.0 * e));
         for row in &self.plans {
             let p = &row.plan;
             let name = format!(
                 "pp={} cp={} dp={} m={} {:?}",
                 p.pp, p.cp, p.dp, p.micro_batches, p.stage_layers
             );
+            let in_turn_columns = if in_turn {
+                format!(
+                    " {:>9} {:>8}",
+                    row.in_turn_predicted_step_seconds
+                        .map_or("-".to_string(), |s| format!("{s:.3}")),
+                    percent(row.in_turn_time_error())
+                )
+            } else {
+                String::new()
+            };
             writeln!(
                 f,
-                "  {:<28} {:>11.3} {:>11} {:>7} {:>8}   {:>10} {:>10} {:>8}",
+                "  {:<28} {:>9.3} {:>9} {:>7} {:>8}{in_turn_columns}   {:>10} {:>10} {:>8}",
                 name,
                 p.predicted_step_seconds,
                 p.measured_step_seconds
@@ -291,11 +403,18 @@ impl fmt::Display for ValidationReport {
                 percent(row.memory_error()),
             )?;
         }
+        let in_turn_median = if in_turn {
+            format!(
+                " ({} with the profile measured in turn)",
+                median_percent(self.median_abs_in_turn_time_error())
+            )
+        } else {
+            String::new()
+        };
         write!(
             f,
-            "  median |error|: time {}, memory {}",
-            self.median_abs_time_error()
-                .map_or("-".to_string(), |e| format!("{:.1}%", 100.0 * e)),
+            "  median |error|: time {}{in_turn_median}, memory {}",
+            median_percent(self.median_abs_time_error()),
             self.median_abs_memory_error().map_or(
                 "- (the memory meter could not measure: on CPU, install \
                  megagraph_parallel::CountingAllocator as the global allocator)"
@@ -303,24 +422,21 @@ impl fmt::Display for ValidationReport {
                 |e| format!("{:.1}%", 100.0 * e)
             )
         )?;
-        if let Some(check) = &self.speed_check
-            && let Some(ratio) = check.ratio()
-        {
-            let ms: Vec<String> = check
-                .measured_seconds
-                .iter()
-                .map(|s| format!("{:.2}", 1e3 * s))
-                .collect();
+        if let Some(summary) = &self.in_turn_profile {
             write!(
                 f,
-                "\n  speed check: {} at {} rows took {:.2} ms in the profile and {} ms around \
-                 this validation (mean {:+.0}%)",
-                check.part.name(),
-                check.size,
-                1e3 * check.profiled_seconds,
-                ms.join(" / "),
-                100.0 * (ratio - 1.0),
+                "\n  in turn: the profile's points measured again in {} sessions ({} timed \
+                 passes), before the validation and after each round",
+                summary.sessions, summary.passes
             )?;
+            if let Some(drift) = summary.drift {
+                write!(
+                    f,
+                    "; the machine ran them {:.0}% {} (median) than when profiled",
+                    100.0 * (drift - 1.0).abs(),
+                    if drift >= 1.0 { "slower" } else { "faster" }
+                )?;
+            }
         }
         Ok(())
     }
@@ -358,9 +474,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
     }
     let source: Arc<dyn BatchSource<B>> =
         Arc::new(SyntheticSource::new(shape, workload.seq_len, options.seed));
-    let measured_per_round = options.measured_steps_per_round();
-    let rounds = measured_per_round.len();
-    let total_steps = options.steps_per_plan();
+    let rounds = options.round_count();
     let failed = |plan: &Plan| {
         let (pp, cp, dp, micro_batches) = (plan.pp, plan.cp, plan.dp, plan.micro_batches);
         move |source: ParallelError| ValidateError::Run {
@@ -371,12 +485,20 @@ pub fn validate_plans<B: ContextParallelBackend>(
             source,
         }
     };
-    let mut seconds = vec![Vec::with_capacity(options.steps); plans.len()];
-    let mut reports: Vec<Vec<Vec<RankReport>>> =
-        vec![Vec::with_capacity(options.steps); plans.len()];
+    // per plan, its measured steps in each round
+    let per_plan: Vec<Vec<usize>> = plans
+        .iter()
+        .map(|plan| options.measured_steps_per_round(plan))
+        .collect();
+    let mut seconds: Vec<Vec<f64>> = plans
+        .iter()
+        .map(|plan| Vec::with_capacity(options.measured_steps(plan)))
+        .collect();
+    let mut reports: Vec<Vec<Vec<RankReport>>> = vec![Vec::new(); plans.len()];
     let mut done = vec![0usize; plans.len()];
-    for (round, &measured) in measured_per_round.iter().enumerate() {
-        for (index, plan) in plans.iter().enumerate() {
+    for round in 0..rounds {
+        for ((index, plan), per_round) in plans.iter().enumerate().zip(&per_plan) {
+            let measured = per_round.get(round).copied().unwrap_or(0);
             <B::InnerBackend as burn::tensor::backend::Backend>::seed(device, options.seed);
             let model = init_model::<<B as AutodiffBackend>::InnerBackend>(shape, device);
             let trainer_options =
@@ -409,7 +531,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
                     plan: index,
                     plans: plans.len(),
                     step: done[index],
-                    steps: total_steps,
+                    steps: options.steps_per_plan(plan),
                     round_done: index + 1 == plans.len() && step + 1 == steps_now,
                 });
             }
@@ -444,6 +566,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
             step_seconds: seconds,
             rank_peak_bytes,
             rank_busy_seconds,
+            in_turn_predicted_step_seconds: None,
         });
     }
     Ok(ValidationReport {
@@ -453,7 +576,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
         warmup_steps: options.warmup_steps,
         steps: options.steps,
         rounds,
-        speed_check: None,
+        in_turn_profile: None,
     })
 }
 
@@ -480,6 +603,7 @@ mod tests {
             step_seconds: steps,
             rank_peak_bytes: Vec::new(),
             rank_busy_seconds: Vec::new(),
+            in_turn_predicted_step_seconds: None,
         }
     }
 
@@ -491,41 +615,69 @@ mod tests {
     }
 
     #[test]
-    fn a_speed_check_reports_the_drift_since_the_profile() {
-        let row = |predicted: f64, measured: f64| validated(predicted, measured, vec![measured]);
+    fn the_profile_in_turn_adds_its_own_errors_and_summary() {
+        let row = |predicted: f64, measured: f64, in_turn: Option<f64>| ValidatedPlan {
+            in_turn_predicted_step_seconds: in_turn,
+            ..validated(predicted, measured, vec![measured])
+        };
         let mut report = ValidationReport {
-            // the machine runs 20% slower than when profiled: every plan 1/1.2 of its time
-            plans: vec![row(1.0, 1.2), row(2.0, 2.4), row(0.5, 0.6)],
+            // the machine ran 20% slower than when profiled: every plan 1/1.2 of its time,
+            // and the profile measured in turn sees it
+            plans: vec![
+                row(1.0, 1.2, None),
+                row(2.0, 2.4, None),
+                row(0.5, 0.6, None),
+            ],
             seq_len: 64,
             sequences_per_step: 2,
             warmup_steps: 1,
             steps: 1,
             rounds: 1,
-            speed_check: None,
+            in_turn_profile: None,
         };
         assert!((report.median_abs_time_error().unwrap() - 1.0 / 6.0).abs() < 1e-12);
-        assert!(!report.to_string().contains("speed check"));
-        report.speed_check = Some(SpeedCheck {
-            part: ProfiledPart::LayerDense,
-            size: 64,
-            profiled_seconds: 0.010,
-            measured_seconds: vec![0.011, 0.013],
+        assert_eq!(report.median_abs_in_turn_time_error(), None);
+        let text = report.to_string();
+        assert!(!text.contains("in turn:") && !text.contains("profile measured in turn"));
+        for (plan, in_turn) in report.plans.iter_mut().zip([1.26, 2.28, 0.6]) {
+            plan.in_turn_predicted_step_seconds = Some(in_turn);
+        }
+        report.in_turn_profile = Some(InTurnSummary {
+            sessions: 4,
+            passes: 8,
+            drift: Some(1.2),
         });
-        assert!((report.speed_check.as_ref().unwrap().ratio().unwrap() - 1.2).abs() < 1e-12);
-        let expected = "took 10.00 ms in the profile and 11.00 / 13.00 ms around this \
-                        validation (mean +20%)";
-        assert!(report.to_string().contains(expected), "{report}");
+        let errors: Vec<f64> = report
+            .plans
+            .iter()
+            .filter_map(|p| p.in_turn_time_error())
+            .collect();
+        for (error, expected) in errors.iter().zip([0.05, -0.05, 0.0]) {
+            assert!((error - expected).abs() < 1e-12, "{errors:?}");
+        }
+        assert!((report.median_abs_in_turn_time_error().unwrap() - 0.05).abs() < 1e-12);
+        let text = report.to_string();
+        for expected in [
+            "5.0% with the profile measured in turn",
+            "in 4 sessions (8 timed passes)",
+            "ran them 20% slower (median) than when profiled",
+            "-16.7%     2.280    -5.0%",
+        ] {
+            assert!(text.contains(expected), "{expected:?} in\n{text}");
+        }
     }
 
     #[test]
     fn measured_steps_spread_over_the_rounds() {
+        // a plan slow enough that `steps` sets its count
+        let slow = validated(10.0, 10.0, Vec::new()).plan;
         let steps_per_round = |steps, rounds| {
             ValidationOptions {
                 steps,
                 rounds,
                 ..ValidationOptions::default()
             }
-            .measured_steps_per_round()
+            .measured_steps_per_round(&slow)
         };
         assert_eq!(steps_per_round(6, 3), vec![2, 2, 2]);
         assert_eq!(steps_per_round(7, 3), vec![3, 2, 2]);
@@ -536,6 +688,34 @@ mod tests {
             assert_eq!(steps_per_round(steps, rounds).iter().sum::<usize>(), steps);
         }
         // one warm-up step in each of the 3 rounds
-        assert_eq!(ValidationOptions::default().steps_per_plan(), 3 + 6);
+        assert_eq!(ValidationOptions::default().steps_per_plan(&slow), 3 + 6);
+    }
+
+    #[test]
+    fn a_fast_plan_runs_enough_steps_for_the_measured_seconds() {
+        let options = ValidationOptions::default();
+        let at =
+            |seconds: f64| options.measured_steps(&validated(seconds, seconds, Vec::new()).plan);
+        // 4 s at least, 6 to 40 steps
+        assert_eq!(at(0.15), 27);
+        assert_eq!(at(0.5), 8);
+        assert_eq!(at(1.0), 6);
+        assert_eq!(at(0.01), 40);
+        // no prediction: the fewest steps
+        assert_eq!(at(0.0), 6);
+        let plan = validated(0.15, 0.15, Vec::new()).plan;
+        assert_eq!(options.measured_steps_per_round(&plan), vec![9, 9, 9]);
+        assert_eq!(options.steps_per_plan(&plan), 3 + 27);
+        // `max_steps` below `steps` does not cut below `steps`; no time target: `steps`
+        let capped = ValidationOptions {
+            max_steps: 2,
+            ..options.clone()
+        };
+        assert_eq!(capped.measured_steps(&plan), 6);
+        let count_only = ValidationOptions {
+            measured_seconds: 0.0,
+            ..options
+        };
+        assert_eq!(count_only.measured_steps(&plan), 6);
     }
 }

@@ -8,9 +8,9 @@ use megagraph_parallel::CountingAllocator;
 use std::sync::Arc;
 
 use megagraph_planner::{
-    ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, ProfilerOptions,
-    SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model, measure_profile,
-    plan, validate_plans,
+    ClusterSpec, FitOptions, InTurnProfile, ModelShape, ProfileLadder, ProfiledPart,
+    ProfilerOptions, SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model,
+    measure_profile, plan, validate_plans,
 };
 
 #[global_allocator]
@@ -147,7 +147,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         report.candidates.iter().find(|p| want(p)).cloned().unwrap()
     };
     let top = vec![pick(|p| p.cp == 2), pick(|p| p.pp == 2)];
-    let validation = validate_plans::<B>(
+    let mut validation = validate_plans::<B>(
         &shape,
         &workload,
         &top,
@@ -156,6 +156,8 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         &ValidationOptions {
             warmup_steps: 1,
             steps: 1,
+            // one step each, however fast
+            measured_seconds: 0.0,
             ..ValidationOptions::default()
         },
         &mut |_| {},
@@ -181,4 +183,59 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     }
     assert!(validation.median_abs_memory_error().is_some());
     assert!(validation.to_string().contains("median |error|"));
+
+    // the profile measured again in turn: before any session it is the profile itself, and
+    // the predictions from it are the search's
+    let mut in_turn = InTurnProfile::new(table.clone());
+    assert_eq!(in_turn.table(), table);
+    assert_eq!(in_turn.drift(), None);
+    validation
+        .add_in_turn_predictions(&in_turn, &cluster, &shape, &workload, &search)
+        .unwrap();
+    for row in &validation.plans {
+        let predicted = row.in_turn_predicted_step_seconds.unwrap();
+        assert!((predicted - row.plan.predicted_step_seconds).abs() < 1e-12 * predicted);
+        assert_eq!(row.in_turn_time_error(), row.time_error());
+    }
+    // two sessions: every point measured again, memory columns kept
+    for _ in 0..2 {
+        in_turn
+            .measure::<B>(&shape, &device, &ThreadAllocatorMeter, &options())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!((in_turn.sessions(), in_turn.passes()), (2, 2));
+    let again = in_turn.table();
+    again.validate().unwrap();
+    for part in ProfiledPart::ALL {
+        let (before, after) = (table.samples(part), again.samples(part));
+        assert_eq!(before.len(), after.len());
+        for (b, a) in before.iter().zip(after) {
+            assert_eq!(
+                (b.size, b.batch, b.saved_bytes, b.peak_bytes),
+                (a.size, a.batch, a.saved_bytes, a.peak_bytes)
+            );
+            assert!(
+                a.forward_seconds > 0.0 && a.backward_seconds > 0.0,
+                "{part:?} {a:?}"
+            );
+        }
+    }
+    assert_ne!(again, table, "no point was measured again");
+    assert!(in_turn.drift().is_some_and(|d| d > 0.0 && d.is_finite()));
+    validation
+        .add_in_turn_predictions(&in_turn, &cluster, &shape, &workload, &search)
+        .unwrap();
+    let summary = validation.in_turn_profile.clone().unwrap();
+    assert_eq!((summary.sessions, summary.passes), (2, 2));
+    assert!(
+        validation
+            .plans
+            .iter()
+            .all(|row| row.in_turn_time_error().is_some())
+    );
+    assert!(
+        validation
+            .to_string()
+            .contains("with the profile measured in turn")
+    );
 }

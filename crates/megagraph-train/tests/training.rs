@@ -114,9 +114,12 @@ fn resume_with_another_configuration_is_refused() {
     assert!(matches!(err, TrainError::Checkpoint { .. }), "{err}");
 }
 
+/// A field's name and a change that makes it invalid.
+type InvalidField = (&'static str, fn(&mut TrainConfig));
+
 #[test]
 fn invalid_configurations_name_the_field() {
-    let cases: [(&str, fn(&mut TrainConfig)); 5] = [
+    let cases: [InvalidField; 5] = [
         ("model.dropout", |c| c.model.dropout = 1.5),
         ("data.seq_len", |c| c.data.seq_len = 1),
         ("training.epochs", |c| c.training.epochs = 0),

@@ -24,17 +24,20 @@
 //! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
 //!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
 //!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
-//! - [`measure_speed_check`] measures one point of a profile again, the same way: how fast the
-//!   machine runs now against when it was profiled (`plan --validate` reports it, since a shared
-//!   machine's speed drifts between a profile and a validation).
+//! - [`InTurnProfile`] measures the points of a profile again, the same way, in sessions that
+//!   take turns with other work: `plan --validate` measures one before the validation and one
+//!   after each of its rounds, so that predictions from it see the machine's speed while the
+//!   plans ran (a shared machine's speed drifts between a profile and a validation).
 //! - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
 //!   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
 //!   warning).
 
 mod cache;
+mod in_turn;
 mod parts;
 
 pub use cache::{CacheStatus, cached_profile, measured_cache_path};
+pub use in_turn::InTurnProfile;
 pub use megagraph_parallel::{MemoryMeter, ThreadAllocatorMeter};
 
 use crate::fitted::FittedProfile;
@@ -45,7 +48,7 @@ use crate::profile::{
     ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
 };
 use crate::search::Plan;
-use crate::validate::{SpeedCheck, ValidationOptions, validate_plans};
+use crate::validate::{ValidationOptions, validate_plans};
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use megagraph_kernels::AttentionError;
 use megagraph_parallel::ContextParallelBackend;
@@ -373,13 +376,19 @@ pub fn measure_profile<B: ContextParallelBackend>(
             });
         },
     )?;
-    for (&(part, batch, size), run) in jobs.iter().zip(first) {
+    for (&(part, batch, size), mut runs) in jobs.iter().zip(first) {
+        let last = runs.last.unwrap_or(Run {
+            forward_seconds: 0.0,
+            backward_seconds: 0.0,
+            saved_bytes: 0,
+            peak_bytes: 0,
+        });
         let sample = ProfileSample {
             size,
-            forward_seconds: run.forward_seconds,
-            backward_seconds: run.backward_seconds,
-            saved_bytes: run.saved_bytes,
-            peak_bytes: run.peak_bytes,
+            forward_seconds: median(&mut runs.forward),
+            backward_seconds: median(&mut runs.backward),
+            saved_bytes: last.saved_bytes,
+            peak_bytes: last.peak_bytes,
             batch,
         };
         match part {
@@ -394,44 +403,20 @@ pub fn measure_profile<B: ContextParallelBackend>(
     Ok(table)
 }
 
-/// Measures the dense part of a layer at the profile's row count nearest `rows`, as
-/// [`measure_profile`] measured `table` (same `options`: copies in lockstep, warm-up and timed
-/// passes), and returns it next to the table's value: how fast this machine runs now compared
-/// with when the profile was taken. `None` when the table has no dense-layer samples.
-///
-/// # Errors
-///
-/// As [`measure_profile`].
-pub fn measure_speed_check<B: ContextParallelBackend>(
-    shape: &ModelShape,
-    table: &ProfileTable,
-    rows: usize,
-    device: &B::Device,
-    meter: Arc<dyn MemoryMeter>,
-    options: &ProfilerOptions,
-) -> Result<Option<SpeedCheck>, MeasureError> {
-    shape.validate()?;
-    options.check()?;
-    let Some(sample) = table
-        .layer_dense
-        .iter()
-        .min_by_key(|sample| sample.size.abs_diff(rows))
-    else {
-        return Ok(None);
-    };
-    let job = [(ProfiledPart::LayerDense, 1, sample.size)];
-    let runs = measure_jobs::<B>(shape, device, meter.as_ref(), options, &job, &mut |_, _| {})?;
-    Ok(runs.first().map(|run| SpeedCheck {
-        part: ProfiledPart::LayerDense,
-        size: sample.size,
-        profiled_seconds: sample.forward_seconds + sample.backward_seconds,
-        measured_seconds: vec![run.forward_seconds + run.backward_seconds],
-    }))
+/// The timed runs of one profiled point (part, batch and size) by the profiler's first copy.
+#[derive(Clone, Debug, Default)]
+struct JobRuns {
+    /// Forward seconds of every timed run.
+    forward: Vec<f64>,
+    /// Backward seconds of every timed run.
+    backward: Vec<f64>,
+    /// The last timed run (its memory).
+    last: Option<Run>,
 }
 
 /// Runs `jobs` pass after pass (`options.warmup` untimed passes, then `options.repeats` timed
-/// ones) on `options.concurrency` copies in lockstep, and returns the first copy's median of
-/// each job. `done(pass, job)` is called after each of its runs.
+/// ones) on `options.concurrency` copies in lockstep, and returns the first copy's timed runs
+/// of each job. `done(pass, job)` is called after each of its runs.
 fn measure_jobs<B: ContextParallelBackend>(
     shape: &ModelShape,
     device: &B::Device,
@@ -439,7 +424,7 @@ fn measure_jobs<B: ContextParallelBackend>(
     options: &ProfilerOptions,
     jobs: &[(ProfiledPart, usize, usize)],
     done: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<Run>, MeasureError> {
+) -> Result<Vec<JobRuns>, MeasureError> {
     let copies = options.concurrency;
     // each copy on its own slice of the cores, as the parallel runtime runs its ranks
     let threads = default_threads_per_rank(copies);
@@ -447,7 +432,7 @@ fn measure_jobs<B: ContextParallelBackend>(
     let failed = AtomicBool::new(false);
     let failure: OnceLock<MeasureError> = OnceLock::new();
     // every copy keeps its modules for the whole ladder
-    let results: Vec<Result<Vec<Run>, MeasureError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Vec<JobRuns>, MeasureError>> = std::thread::scope(|scope| {
         let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, usize)>();
         let handles: Vec<_> = (0..copies)
             .map(|copy| {
@@ -462,11 +447,7 @@ fn measure_jobs<B: ContextParallelBackend>(
                             options.seed + copy as u64,
                             options.evict_bytes,
                         );
-                        // per job: forward and backward seconds of the timed passes, and the
-                        // last run (its memory)
-                        let mut forward = vec![Vec::with_capacity(options.repeats); jobs.len()];
-                        let mut backward = vec![Vec::with_capacity(options.repeats); jobs.len()];
-                        let mut last = vec![None; jobs.len()];
+                        let mut runs = vec![JobRuns::default(); jobs.len()];
                         // pass after pass over the whole ladder, so that every point's samples
                         // spread over the whole profile and a drift of the machine's speed
                         // moves all points alike
@@ -489,9 +470,10 @@ fn measure_jobs<B: ContextParallelBackend>(
                                 });
                                 match measured {
                                     Ok(run) if pass >= options.warmup => {
-                                        forward[index].push(run.forward_seconds);
-                                        backward[index].push(run.backward_seconds);
-                                        last[index] = Some(run);
+                                        let runs = &mut runs[index];
+                                        runs.forward.push(run.forward_seconds);
+                                        runs.backward.push(run.backward_seconds);
+                                        runs.last = Some(run);
                                     }
                                     Ok(_) => {}
                                     Err(error) => {
@@ -505,20 +487,6 @@ fn measure_jobs<B: ContextParallelBackend>(
                                 }
                             }
                         }
-                        let runs: Vec<Run> = last
-                            .into_iter()
-                            .zip(forward.iter_mut().zip(backward.iter_mut()))
-                            .map(|(last, (forward, backward))| Run {
-                                forward_seconds: median(forward),
-                                backward_seconds: median(backward),
-                                ..last.unwrap_or(Run {
-                                    forward_seconds: 0.0,
-                                    backward_seconds: 0.0,
-                                    saved_bytes: 0,
-                                    peak_bytes: 0,
-                                })
-                            })
-                            .collect();
                         Ok(runs)
                     })
                     .unwrap_or_else(|error| {
@@ -601,6 +569,8 @@ fn runtime_overhead<B: ContextParallelBackend>(
     let validation = ValidationOptions {
         warmup_steps: 1,
         steps: 2,
+        measured_seconds: 0.0,
+        max_steps: 2,
         rounds: 1,
         seed: options.seed,
         timeout_seconds: 600,

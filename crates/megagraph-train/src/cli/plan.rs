@@ -6,9 +6,9 @@ use clap::{Args, ValueEnum};
 use megagraph_models::ModelPreset;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
-    ClusterSpec, MemoryMeter, ModelShape, Plan, PlanReport, ProfileTable, ProfilerOptions,
-    SearchOptions, SpeedCheck, ValidationOptions, ValidationProgress, ValidationReport, Workload,
-    cluster_analytic_profile, measure_speed_check, plan as search_plan, validate_plans,
+    ClusterSpec, InTurnProfile, MemoryMeter, ModelShape, Plan, PlanReport, ProfilerOptions,
+    SearchOptions, ValidationOptions, ValidationProgress, ValidationReport, Workload,
+    cluster_analytic_profile, plan as search_plan, validate_plans,
 };
 
 use super::backend::{BackendChoice, BackendJob};
@@ -71,23 +71,30 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub profiling: ProfilingArgs,
     /// Run the top candidates for a few steps on this machine's mesh (worker threads) and print
-    /// predicted against measured time and memory.
+    /// predicted against measured time and memory. With a measured profile, its points are
+    /// measured again before the validation and after each round, and each plan is also
+    /// predicted from that profile taken in turn with the plans.
     #[arg(long)]
     pub validate: bool,
     /// Candidates to validate (the fastest first).
     #[arg(long, value_name = "K", default_value_t = 4)]
     pub validate_top: usize,
-    /// Measured steps per validated plan; the plans take turns over 3 rounds (fewer when N is
-    /// smaller), each round one warm-up step and a share of the N.
+    /// Measured steps per validated plan at least; the plans take turns over 3 rounds (fewer
+    /// when N is smaller), each round one warm-up step and a share of the steps.
     #[arg(long, value_name = "N", default_value_t = 6)]
     pub validate_steps: usize,
+    /// Measured seconds per validated plan to aim for: a plan predicted to step faster runs
+    /// more steps than --validate-steps (up to 40).
+    #[arg(long, value_name = "SECONDS", default_value_t = 4.0)]
+    pub validate_seconds: f64,
     /// SVG of predicted against measured step time (with --validate); the peak memory goes to
     /// `FILE-memory.svg` next to it. Default: next to the JSON, `OUT.svg`.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Write `{best, candidates, rejected, search_seconds, ...}` as JSON (with --validate, the
     /// validated plans carry `measured_step_seconds` and `measured_peak_bytes_per_device`, and
-    /// `validation` holds the comparison).
+    /// `validation` holds the comparison, with `in_turn_predicted_step_seconds` per plan and
+    /// `in_turn_profile` when the profile was measured in turn).
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,
 }
@@ -129,6 +136,15 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     let cluster =
         ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
     let shape = args.shape()?;
+    if !(args.validate_seconds.is_finite() && args.validate_seconds >= 0.0) {
+        return Err(TrainError::InvalidConfig {
+            field: "validate-seconds",
+            reason: format!(
+                "is {}: give a number of seconds, 0 or more",
+                args.validate_seconds
+            ),
+        });
+    }
     let workload = Workload {
         seq_len: args.seq_len,
         sequences_per_step: args.sequences_per_step,
@@ -148,11 +164,6 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             table
         }
     };
-    // a measured profile can be checked against this machine's speed around the validation
-    let speed_check = match args.profile {
-        ProfileSource::Measured => Some((&profile, args.profiling.options(&cluster)?)),
-        ProfileSource::Analytic => None,
-    };
     let mut report = search_plan(&cluster, &shape, &workload, &profile, &options)?;
     println!("{}", report.explain());
     let validation = if args.validate {
@@ -162,14 +173,29 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             .take(args.validate_top.max(1))
             .cloned()
             .collect();
-        let validation = validate(
+        // a measured profile is measured again in turns with the plans
+        let in_turn = match args.profile {
+            ProfileSource::Measured => Some((
+                InTurnProfile::new(profile.clone()),
+                args.profiling.options(&cluster)?,
+            )),
+            ProfileSource::Analytic => None,
+        };
+        let (mut validation, in_turn) = validate(
             args.profiling.backend,
             &shape,
             &workload,
             &top,
-            args.validate_steps,
-            speed_check,
+            ValidationOptions {
+                steps: args.validate_steps.max(1),
+                measured_seconds: args.validate_seconds,
+                ..ValidationOptions::default()
+            },
+            in_turn,
         )?;
+        if let Some(in_turn) = &in_turn {
+            validation.add_in_turn_predictions(in_turn, &cluster, &shape, &workload, &options)?;
+        }
         println!("\n{validation}");
         apply_validation(&mut report, &validation);
         Some(validation)
@@ -226,24 +252,22 @@ fn output_error(path: &Path, err: serde_json::Error) -> TrainError {
     }
 }
 
-/// Runs `plans` on this machine's mesh (worker threads on `backend`) with a progress bar.
+/// Runs `plans` on this machine's mesh (worker threads on `backend`) with a progress bar;
+/// measures `in_turn`'s profile again before the validation and after every round.
 fn validate(
     backend: BackendChoice,
     shape: &ModelShape,
     workload: &Workload,
     plans: &[Plan],
-    steps: usize,
-    speed_check: Option<(&ProfileTable, ProfilerOptions)>,
-) -> Result<ValidationReport> {
+    options: ValidationOptions,
+    in_turn: Option<(InTurnProfile, ProfilerOptions)>,
+) -> Result<(ValidationReport, Option<InTurnProfile>)> {
     backend.run(ValidateJob {
         shape,
         workload,
         plans,
-        options: ValidationOptions {
-            steps: steps.max(1),
-            ..ValidationOptions::default()
-        },
-        speed_check,
+        options,
+        in_turn,
     })
 }
 
@@ -253,40 +277,48 @@ struct ValidateJob<'a> {
     workload: &'a Workload,
     plans: &'a [Plan],
     options: ValidationOptions,
-    /// The measured profile and how it was measured: its dense layer is measured again before
-    /// the validation and after every round.
-    speed_check: Option<(&'a ProfileTable, ProfilerOptions)>,
+    /// The measured profile to measure again in turns with the plans (before the validation
+    /// and after every round), and how to measure it.
+    in_turn: Option<(InTurnProfile, ProfilerOptions)>,
 }
 
 impl BackendJob for ValidateJob<'_> {
-    type Output = ValidationReport;
+    type Output = (ValidationReport, Option<InTurnProfile>);
 
     fn run<B: ContextParallelBackend>(
         self,
         _backend: BackendChoice,
         devices: Vec<B::Device>,
         meter: Arc<dyn MemoryMeter>,
-    ) -> Result<ValidationReport> {
+    ) -> Result<Self::Output> {
         let options = &self.options;
-        let total = self.plans.len() * options.steps_per_plan();
+        let total = self
+            .plans
+            .iter()
+            .map(|plan| options.steps_per_plan(plan))
+            .sum();
         let mut announced = None;
         let bar = std::io::stderr()
             .is_terminal()
             .then(|| progress_bar(total, "validating [{bar:30}] {pos}/{len} steps {msg}"));
-        // the speed check: before the validation and after every round
-        let check = |meter: Arc<dyn MemoryMeter>| match &self.speed_check {
-            Some((table, profiler)) => measure_speed_check::<B>(
-                self.shape,
-                table,
-                self.workload.seq_len,
-                &devices[0],
-                meter,
-                profiler,
-            ),
-            None => Ok(None),
+        let (mut in_turn, profiler) = self.in_turn.unzip();
+        // a session of the profile in turn: a warm-up pass (the session's modules are new) and
+        // the profile's timed passes split over the sessions (one before the rounds, one after
+        // each)
+        let sessions = options.round_count() + 1;
+        let session = profiler.map(|profiler| ProfilerOptions {
+            warmup: 1,
+            repeats: profiler.repeats.div_ceil(sessions),
+            ..profiler
+        });
+        let measure_in_turn = |in_turn: &mut Option<InTurnProfile>| match (in_turn, &session) {
+            (Some(in_turn), Some(session)) => {
+                in_turn.measure::<B>(self.shape, &devices[0], meter.as_ref(), session)
+            }
+            _ => Ok(()),
         };
-        let mut speed: Option<SpeedCheck> = check(meter.clone())?;
-        let mut check_failed = None;
+        measure_in_turn(&mut in_turn)?;
+        let mut in_turn_failed = None;
         let mut progress = |p: ValidationProgress| {
             match &bar {
                 Some(bar) => {
@@ -300,14 +332,11 @@ impl BackendJob for ValidateJob<'_> {
                     }
                 }
             }
-            if p.round_done && check_failed.is_none() {
-                match (check(meter.clone()), &mut speed) {
-                    (Ok(Some(again)), Some(speed)) => {
-                        speed.measured_seconds.extend(again.measured_seconds)
-                    }
-                    (Ok(again), speed) => *speed = speed.take().or(again),
-                    (Err(error), _) => check_failed = Some(error),
-                }
+            if p.round_done
+                && in_turn_failed.is_none()
+                && let Err(error) = measure_in_turn(&mut in_turn)
+            {
+                in_turn_failed = Some(error);
             }
         };
         let report = validate_plans::<B>(
@@ -322,12 +351,11 @@ impl BackendJob for ValidateJob<'_> {
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
-        let mut report = report?;
-        if let Some(error) = check_failed {
+        let report = report?;
+        if let Some(error) = in_turn_failed {
             return Err(error.into());
         }
-        report.speed_check = speed;
-        Ok(report)
+        Ok((report, in_turn))
     }
 }
 

@@ -1,0 +1,205 @@
+//! A profile's points measured again in turns with other work: [`InTurnProfile`].
+
+use super::{JobRuns, MeasureError, ProfilerOptions, measure_jobs, median};
+use crate::profile::{ProfileTable, ProfiledPart};
+use crate::workload::ModelShape;
+use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
+
+/// The points of a measured [`ProfileTable`] measured again, the same way (copies in lockstep,
+/// pass after pass), in sessions that take turns with other work.
+///
+/// `plan --validate` measures a session before the validation and one after each of its rounds:
+/// [`table`](Self::table) is then the profile of the machine as it ran while the plans were
+/// measured, and the predictions it gives face the measured step times at the same machine
+/// speed. On a shared machine whose speed drifts over minutes, comparing those isolates the cost
+/// model's own error from the drift since the profile was taken, which
+/// [`drift`](Self::drift) reports.
+#[derive(Clone, Debug)]
+pub struct InTurnProfile {
+    base: ProfileTable,
+    /// Every point of `base`: `(part, batch, size)`, in table order.
+    points: Vec<(ProfiledPart, usize, usize)>,
+    /// Timed runs of every point over all sessions.
+    runs: Vec<JobRuns>,
+    sessions: usize,
+    passes: usize,
+}
+
+impl InTurnProfile {
+    /// Starts with no session: [`table`](Self::table) is `base` until one is measured.
+    pub fn new(base: ProfileTable) -> Self {
+        let points: Vec<_> = ProfiledPart::ALL
+            .into_iter()
+            .flat_map(|part| {
+                base.samples(part)
+                    .iter()
+                    .map(move |sample| (part, sample.batch, sample.size))
+            })
+            .collect();
+        Self {
+            runs: vec![JobRuns::default(); points.len()],
+            base,
+            points,
+            sessions: 0,
+            passes: 0,
+        }
+    }
+
+    /// The profile measured again.
+    pub fn base(&self) -> &ProfileTable {
+        &self.base
+    }
+
+    /// Measures one session: `options.warmup` untimed and `options.repeats` timed passes over
+    /// every point of the profile, on `options.concurrency` copies in lockstep
+    /// (`options.ladder` is not used: the points are the profile's).
+    ///
+    /// # Errors
+    ///
+    /// As [`measure_profile`](super::measure_profile): an invalid shape or option, or a failed
+    /// measurement.
+    pub fn measure<B: ContextParallelBackend>(
+        &mut self,
+        shape: &ModelShape,
+        device: &B::Device,
+        meter: &dyn MemoryMeter,
+        options: &ProfilerOptions,
+    ) -> Result<(), MeasureError> {
+        shape.validate()?;
+        options.check()?;
+        let session =
+            measure_jobs::<B>(shape, device, meter, options, &self.points, &mut |_, _| {})?;
+        for (runs, new) in self.runs.iter_mut().zip(session) {
+            runs.forward.extend(new.forward);
+            runs.backward.extend(new.backward);
+        }
+        self.sessions += 1;
+        self.passes += options.repeats;
+        Ok(())
+    }
+
+    /// Sessions measured so far.
+    pub fn sessions(&self) -> usize {
+        self.sessions
+    }
+
+    /// Timed passes over the points so far, all sessions together.
+    pub fn passes(&self) -> usize {
+        self.passes
+    }
+
+    /// The base profile with every point's forward and backward seconds replaced by the median
+    /// of its runs over all sessions (points without runs keep the base's; the memory columns
+    /// are always the base's: they do not drift).
+    pub fn table(&self) -> ProfileTable {
+        let mut table = self.base.clone();
+        let mut runs = self.runs.iter();
+        for part in ProfiledPart::ALL {
+            for sample in table.samples_mut(part) {
+                let Some(runs) = runs.next() else { continue };
+                if !runs.forward.is_empty() {
+                    sample.forward_seconds = median(&mut runs.forward.clone());
+                    sample.backward_seconds = median(&mut runs.backward.clone());
+                }
+            }
+        }
+        table
+    }
+
+    /// Median over the points of their time (forward plus backward) in [`table`](Self::table)
+    /// over the base profile's: above 1 when the machine ran slower during the sessions than
+    /// when it was profiled. `None` before the first session.
+    pub fn drift(&self) -> Option<f64> {
+        if self.sessions == 0 {
+            return None;
+        }
+        let table = self.table();
+        let mut ratios: Vec<f64> = ProfiledPart::ALL
+            .into_iter()
+            .flat_map(|part| self.base.samples(part).iter().zip(table.samples(part)))
+            .filter_map(|(base, now)| {
+                let before = base.forward_seconds + base.backward_seconds;
+                (before > 0.0).then(|| (now.forward_seconds + now.backward_seconds) / before)
+            })
+            .collect();
+        (!ratios.is_empty()).then(|| median(&mut ratios))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ComputeHints;
+    use crate::profile::{ProfileLadder, analytic_profile};
+
+    fn base() -> ProfileTable {
+        let hints = ComputeHints {
+            peak_flops: 1e11,
+            memory_bandwidth_bytes_per_second: 1e10,
+            efficiency: 0.5,
+            kernel_launch_seconds: 1e-5,
+        };
+        analytic_profile(
+            &hints,
+            "test",
+            &ModelShape::paper(),
+            4,
+            &ProfileLadder::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_table_takes_every_points_median_and_the_drift_the_median_ratio() {
+        let base = base();
+        let mut in_turn = InTurnProfile::new(base.clone());
+        assert_eq!(in_turn.table(), base);
+        assert_eq!(in_turn.drift(), None);
+        let points = in_turn.points.len();
+        assert_eq!(
+            points,
+            ProfiledPart::ALL
+                .iter()
+                .map(|&p| base.samples(p).len())
+                .sum::<usize>()
+        );
+        // sessions of three runs per point at 1.4, 2 and 1.5 times the profile's time; the
+        // first point was measured 3 times slower, the last not at all
+        let samples: Vec<_> = ProfiledPart::ALL
+            .into_iter()
+            .flat_map(|part| base.samples(part).iter().copied())
+            .collect();
+        for (index, (runs, sample)) in in_turn.runs.iter_mut().zip(&samples).enumerate() {
+            let factors: &[f64] = match index {
+                0 => &[3.0],
+                i if i + 1 == points => &[],
+                _ => &[1.4, 2.0, 1.5],
+            };
+            runs.forward = factors.iter().map(|f| f * sample.forward_seconds).collect();
+            runs.backward = factors
+                .iter()
+                .map(|f| f * sample.backward_seconds)
+                .collect();
+        }
+        in_turn.sessions = 3;
+        let table = in_turn.table();
+        let again: Vec<_> = ProfiledPart::ALL
+            .into_iter()
+            .flat_map(|part| table.samples(part).iter().copied())
+            .collect();
+        for (index, (before, after)) in samples.iter().zip(&again).enumerate() {
+            let factor = match index {
+                0 => 3.0,
+                i if i + 1 == points => 1.0,
+                _ => 1.5,
+            };
+            assert!((after.forward_seconds - factor * before.forward_seconds).abs() < 1e-15);
+            assert!((after.backward_seconds - factor * before.backward_seconds).abs() < 1e-15);
+            assert_eq!(
+                (after.saved_bytes, after.peak_bytes),
+                (before.saved_bytes, before.peak_bytes)
+            );
+        }
+        assert!((in_turn.drift().unwrap() - 1.5).abs() < 1e-12);
+    }
+}
