@@ -99,7 +99,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         let mesh = ParallelConfig::uniform(args.pp, args.cp, args.dp, 1, model_config.num_layers)?;
         println!("training on the mesh {mesh:?} ({} worker threads)", args.pp * args.cp * args.dp);
-        MegaGraphTrainer::<B>::parallel(mesh, vec![device]).with_optimizer(optimizer)
+        // the ranks' optimizer state is checkpointed next to Burn's checkpoints
+        MegaGraphTrainer::<B>::parallel(mesh, vec![device])
+            .with_optimizer(optimizer)
+            .with_optimizer_checkpoints(args.artifacts.join("mesh"))
     };
     trainer.check(&model_config, config.data.seq_len, args.batch_size)?;
 

@@ -305,3 +305,62 @@ fn a_parallel_mesh_trains_like_one_device() {
         }
     }
 }
+
+#[test]
+fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
+    use megagraph_parallel::ParallelConfig;
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut config = tiny_config();
+    config.model.layers = Some(2);
+    config.data.seq_len = 50;
+    let setup = Setup::new(config);
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    let mesh = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap();
+    let trainer = |optimizer_dir: Option<&Path>| {
+        let trainer = MegaGraphTrainer::<B>::parallel(mesh.clone(), vec![Default::default()]);
+        match optimizer_dir {
+            Some(dir) => trainer.with_optimizer_checkpoints(dir),
+            None => trainer,
+        }
+        .into_strategy()
+    };
+
+    let whole = tempfile::tempdir().unwrap();
+    let full = setup
+        .training(whole.path(), None)
+        .num_epochs(4)
+        .with_training_strategy(trainer(None))
+        .launch(learner(&setup, 0.01, 4));
+    let expected = parameters(&full.model.model);
+
+    // 2 epochs with Burn's checkpoints and the mesh's optimizer state, then resumed to 4
+    let split = tempfile::tempdir().unwrap();
+    let states = split.path().join("mesh");
+    setup
+        .training(split.path(), None)
+        .num_epochs(2)
+        .with_file_checkpointer(recorder.clone())
+        .with_training_strategy(trainer(Some(&states)))
+        .launch(learner(&setup, 0.01, 4));
+    for epoch in [1, 2] {
+        assert!(states.join(format!("mesh-optimizer-{epoch}.mpk")).is_file(), "epoch {epoch}");
+    }
+    let resume = |optimizer_dir: Option<&Path>| {
+        let resumed = setup
+            .training(split.path(), None)
+            .num_epochs(4)
+            .checkpoint(2)
+            .with_file_checkpointer(recorder.clone())
+            .with_training_strategy(trainer(optimizer_dir))
+            .launch(learner(&setup, 0.01, 4));
+        relative_difference(&parameters(&resumed.model.model), &expected)
+    };
+    // without the moments (each resume writes checkpoints 3 and 4: the state of 2 stays)
+    let restarted = resume(None);
+    let continued = resume(Some(&states));
+    println!("resumed: with the mesh's optimizer state {continued:e}, without {restarted:e}");
+    assert!(continued <= 1e-6, "resumed with the optimizer state: {continued:e} from the uninterrupted run");
+    assert!(restarted > 100.0 * continued.max(1e-9), "restarting the moments changes nothing ({restarted:e})");
+    // the last two states are kept
+    assert!(!states.join("mesh-optimizer-2.mpk").is_file() && states.join("mesh-optimizer-4.mpk").is_file());
+}

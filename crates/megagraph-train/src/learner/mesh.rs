@@ -1,17 +1,20 @@
 //! The parallel placement of [`MegaGraphTrainer`](super::MegaGraphTrainer): training epochs on
-//! a `pp x cp x dp` mesh ([`ParallelTrainer`]) fed by the training loader's sequence indices.
+//! a `pp x cp x dp` mesh ([`ParallelTrainer`]) fed by the training loader's sequence indices,
+//! and the ranks' optimizer state saved after every epoch and read back on resume.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::data::dataloader::Progress;
 use burn::module::{AutodiffModule, Module};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::{Int, Tensor};
 use burn_train::{
     ClassificationOutput, EventProcessorTraining, Interrupter, Learner, LearnerEvent, LearningComponentsTypes,
     SupervisedTrainingEventProcessor, TrainLoader, TrainingItem,
 };
 use megagraph_models::GraphAttentionBackend;
-use megagraph_parallel::{ContextParallelBackend, ParallelTrainer, TrainerOptions};
+use megagraph_parallel::{ContextParallelBackend, OptimizerRecord, ParallelTrainer, TrainerOptions};
 
 use super::{NodeClassifier, ParallelPlacement, SequenceBatch};
 use crate::parallel::DatasetSource;
@@ -20,8 +23,18 @@ use crate::parallel::DatasetSource;
 /// epochs.
 pub(super) struct Mesh<B: ContextParallelBackend> {
     placement: ParallelPlacement<B>,
+    /// The first epoch this run trains (above 1 when it resumes).
+    starting_epoch: usize,
     running: Option<Running<B>>,
 }
+
+/// The ranks' optimizer state after `epoch` in `dir`, without the `.mpk` extension the
+/// recorder adds.
+fn optimizer_file(dir: &Path, epoch: usize) -> PathBuf {
+    dir.join(format!("mesh-optimizer-{epoch}"))
+}
+
+type OptimizerRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
 struct Running<B: ContextParallelBackend> {
     trainer: ParallelTrainer<B>,
@@ -33,23 +46,87 @@ where
     B: ContextParallelBackend,
     B::InnerBackend: GraphAttentionBackend,
 {
-    pub(super) fn new(placement: ParallelPlacement<B>) -> Self {
+    pub(super) fn new(placement: ParallelPlacement<B>, starting_epoch: usize) -> Self {
         Self {
             placement,
+            starting_epoch,
             running: None,
         }
     }
 
-    /// Starts the ranks from the learner's current parameters.
+    /// Saves the ranks' optimizer state after `epoch` into the placement's
+    /// `optimizer_checkpoints` directory (if any, and once the mesh runs): written under a
+    /// temporary name and renamed into place, then the state of two epochs before is removed.
+    ///
+    /// # Panics
+    ///
+    /// When the state cannot be gathered or written.
+    pub(super) fn save_optimizer(&mut self, epoch: usize) {
+        let (Some(dir), Some(running)) = (&self.placement.optimizer_checkpoints, &mut self.running) else {
+            return;
+        };
+        let record = running
+            .trainer
+            .optimizer_record()
+            .unwrap_or_else(|error| panic!("cannot gather the optimizer state from the mesh: {error}"));
+        let path = optimizer_file(dir, epoch).with_extension("mpk");
+        // the recorder replaces any extension by `.mpk`: no dot in the temporary name
+        let temporary = dir.join(format!("mesh-optimizer-{epoch}-tmp"));
+        std::fs::create_dir_all(dir).unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
+        Recorder::<B>::record(&OptimizerRecorder::new(), record, temporary.clone())
+            .unwrap_or_else(|error| panic!("cannot write the mesh's optimizer state {}: {error}", path.display()));
+        std::fs::rename(temporary.with_extension("mpk"), &path)
+            .unwrap_or_else(|error| panic!("cannot write the mesh's optimizer state {}: {error}", path.display()));
+        log::info!("saved the mesh's optimizer state after epoch {epoch} to {}", path.display());
+        if let Some(old) = epoch.checked_sub(2) {
+            let old = optimizer_file(dir, old).with_extension("mpk");
+            if let Err(error) = std::fs::remove_file(&old)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                log::warn!("cannot remove {}: {error}", old.display());
+            }
+        }
+    }
+
+    /// The saved optimizer state of the epoch before this run's first, when it resumes and the
+    /// placement saves the state.
+    ///
+    /// # Panics
+    ///
+    /// When the file exists but cannot be read.
+    fn saved_optimizer(&self) -> Option<OptimizerRecord<B>> {
+        let dir = self.placement.optimizer_checkpoints.as_ref()?;
+        let epoch = self.starting_epoch.checked_sub(1).filter(|&epoch| epoch > 0)?;
+        let file = optimizer_file(dir, epoch);
+        if !file.with_extension("mpk").is_file() {
+            log::warn!(
+                "resuming after epoch {epoch} without the mesh's optimizer state ({} is missing): \
+                 the ranks' AdamW moments restart",
+                file.with_extension("mpk").display()
+            );
+            return None;
+        }
+        let device = &self.placement.devices[0];
+        let record = Recorder::<B>::load(&OptimizerRecorder::new(), file.clone(), device).unwrap_or_else(|error| {
+            panic!("cannot read the mesh's optimizer state {}: {error}", file.with_extension("mpk").display())
+        });
+        log::info!("resuming the mesh's optimizer state from {}", file.with_extension("mpk").display());
+        Some(record)
+    }
+
+    /// Starts the ranks from the learner's current parameters (and, on resume, the saved
+    /// optimizer state).
     ///
     /// # Panics
     ///
     /// When the mesh cannot start (a configuration that does not fit the model or the batch,
-    /// a wrong device count): a burn-train strategy has no error channel.
+    /// a wrong device count) or the saved optimizer state cannot be read or loaded: a
+    /// burn-train strategy has no error channel.
     fn start<LC>(&mut self, learner: &Learner<LC>, first: &SequenceBatch<B>) -> &mut Running<B>
     where
         LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
     {
+        let saved = self.running.is_none().then(|| self.saved_optimizer()).flatten();
         let running = self.running.take().unwrap_or_else(|| {
             let placement = &self.placement;
             let probability = first.structure_dropout.map_or(0.0, |(p, _)| p);
@@ -58,7 +135,7 @@ where
                 .with_optimizer(placement.optimizer.clone())
                 .with_timeout(placement.timeout);
             let model = learner.model().valid().into_inner();
-            let trainer = ParallelTrainer::new(
+            let mut trainer = ParallelTrainer::new(
                 placement.config.clone(),
                 model,
                 source.clone(),
@@ -66,6 +143,11 @@ where
                 placement.devices.clone(),
             )
             .unwrap_or_else(|error| panic!("the parallel mesh {:?} cannot start: {error}", placement.config));
+            if let Some(record) = saved {
+                trainer
+                    .load_optimizer_record(record)
+                    .unwrap_or_else(|error| panic!("cannot load the mesh's optimizer state: {error}"));
+            }
             Running { trainer, source }
         });
         self.running.insert(running)

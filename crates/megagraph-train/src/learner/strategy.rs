@@ -1,5 +1,6 @@
 //! [`MegaGraphTrainer`]: the burn-train learning strategy.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,11 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
     pub optimizer: AdamWConfig,
     /// How long a rank waits for a peer before failing. Default: 600 s.
     pub timeout: Duration,
+    /// Where the ranks' optimizer state is saved after every epoch (`mesh-optimizer-N.mpk`,
+    /// written atomically, the last two kept) and read back when training resumes from
+    /// epoch `N + 1`: Burn's checkpoint holds the learner's optimizer, which the mesh does not
+    /// use. `None` (the default): the ranks' AdamW moments restart on resume.
+    pub optimizer_checkpoints: Option<PathBuf>,
 }
 
 /// A burn-train learning strategy that trains a megagraph [`NodeClassifier`] under a parallel
@@ -57,13 +63,15 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
 ///   used). After each epoch the parameters come back into the learner, then validation,
 ///   checkpointing and early stopping run on the main device as usual. Training items report
 ///   the mesh's loss, with no logits (`output` has 0 rows): register accuracy-like metrics for
-///   validation only. A checkpoint holds the model and scheduler; the ranks' optimizer moments
-///   restart on resume.
+///   validation only. Burn's checkpoint holds the model and scheduler; give
+///   [`with_optimizer_checkpoints`](Self::with_optimizer_checkpoints) a directory so that the
+///   ranks' optimizer state is saved too and a resumed run continues exactly.
 ///
 /// # Panics
 ///
-/// `fit` (called by `SupervisedTraining::launch`) panics when a parallel mesh cannot start or a
-/// rank fails, with the cause in the message: burn-train strategies return no errors. Call
+/// `fit` (called by `SupervisedTraining::launch`) panics when a parallel mesh cannot start, a
+/// rank fails, or the ranks' optimizer state cannot be saved or read back, with the cause in the
+/// message: burn-train strategies return no errors. Call
 /// [`check`](Self::check) first to catch a configuration that does not fit.
 #[derive(Clone, Debug)]
 pub struct MegaGraphTrainer<B: AutodiffBackend> {
@@ -89,6 +97,7 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
                 devices,
                 optimizer: AdamWConfig::new(),
                 timeout: Duration::from_secs(600),
+                optimizer_checkpoints: None,
             }),
         }
     }
@@ -103,6 +112,16 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
     pub fn with_optimizer(mut self, optimizer: AdamWConfig) -> Self {
         if let Placement::Parallel(parallel) = &mut self.placement {
             parallel.optimizer = optimizer;
+        }
+        self
+    }
+
+    /// Saves the optimizer state of a parallel placement's ranks in `dir` after every epoch
+    /// and reads it back on resume (see [`ParallelPlacement::optimizer_checkpoints`]); ignored
+    /// on a single device, where Burn's checkpoint holds the learner's optimizer.
+    pub fn with_optimizer_checkpoints(mut self, dir: impl Into<PathBuf>) -> Self {
+        if let Placement::Parallel(parallel) = &mut self.placement {
+            parallel.optimizer_checkpoints = Some(dir.into());
         }
         self
     }
@@ -182,7 +201,7 @@ where
         let interrupter = components.interrupter;
         let mut mesh = match &self.placement {
             Placement::SingleDevice(_) => None,
-            Placement::Parallel(parallel) => Some(Mesh::<B>::new(parallel.clone())),
+            Placement::Parallel(parallel) => Some(Mesh::<B>::new(parallel.clone(), starting_epoch)),
         };
 
         for epoch in starting_epoch..=components.num_epochs {
@@ -210,6 +229,9 @@ where
             drain::<LC>(&mut processor);
             if let Some(checkpointer) = &mut checkpointer {
                 checkpointer.checkpoint(&learner, epoch, &components.event_store);
+            }
+            if let Some(mesh) = &mut mesh {
+                mesh.save_optimizer(epoch);
             }
             if let Some(early_stopping) = &mut early_stopping
                 && early_stopping.should_stop(epoch, &components.event_store)
