@@ -9,6 +9,16 @@
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
+/// The message of a thread's panic payload (`panic!` with a literal or a formatted message),
+/// or a placeholder for any other payload: for errors that report a panicked rank or worker.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
 /// Cores of this machine divided among `ranks` ranks (at least 1 each): the default of
 /// [`TrainerOptions::threads_per_rank`](crate::TrainerOptions).
 pub fn default_threads_per_rank(ranks: usize) -> usize {
@@ -62,7 +72,15 @@ mod tests {
     #[test]
     fn a_panic_reaches_the_caller() {
         let outcome = std::panic::catch_unwind(|| run_in_pool(1, "test-panic", || panic!("boom")));
-        assert!(outcome.is_err());
+        assert_eq!(outcome.map(|_| ()).map_err(|p| panic_message(p.as_ref())), Err("boom".to_string()));
+    }
+
+    #[test]
+    fn panic_messages_are_read_from_literal_and_formatted_payloads() {
+        let message = |payload: Box<dyn std::any::Any + Send>| panic_message(payload.as_ref());
+        assert_eq!(message(Box::new("literal")), "literal");
+        assert_eq!(message(Box::new(format!("rank {}", 3))), "rank 3");
+        assert_eq!(message(Box::new(7_u32)), "non-string panic payload");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoo
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::pipeline::{PipelineAction, one_forward_one_backward};
 use crate::stage::{BlockContext, StageModule, fresh_leaves, trainable};
+use crate::threads::panic_message;
 use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
 use megagraph_models::masked_cross_entropy;
 
@@ -163,14 +164,6 @@ fn param_ids<B: burn::tensor::backend::Backend, M: Module<B>>(module: &M) -> Has
     let mut ids = Ids(HashSet::new());
     module.visit(&mut ids);
     ids.0
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_string())
 }
 
 /// A micro-batch between its forward and backward passes.

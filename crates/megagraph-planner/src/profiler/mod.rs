@@ -52,7 +52,7 @@ use crate::validate::{ValidationOptions, validate_plans};
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use megagraph_kernels::AttentionError;
 use megagraph_parallel::ContextParallelBackend;
-use megagraph_parallel::threads::{default_threads_per_rank, run_in_pool};
+use megagraph_parallel::threads::{default_threads_per_rank, panic_message, run_in_pool};
 use parts::{PartBench, Run};
 use serde::{Deserialize, Serialize};
 use std::panic::AssertUnwindSafe;
@@ -255,14 +255,6 @@ fn sizes(which: &'static str, sizes: &[usize]) -> Result<Vec<usize>, MeasureErro
         });
     }
     Ok(distinct)
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".into())
 }
 
 /// The meeting point of the profiler's copies before every timed pass: a barrier that a failing
