@@ -249,15 +249,21 @@ fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
     diff / norm
 }
 
+/// The tiny model with 2 layers over sequences of 50 nodes: 6 training sequences, so that
+/// steps of 2 fit a 2-rank mesh.
+fn mesh_setup() -> Setup {
+    let mut config = tiny_config();
+    config.model.layers = Some(2);
+    config.data.seq_len = 50;
+    Setup::new(config)
+}
+
 #[test]
 fn a_parallel_mesh_trains_like_one_device() {
     use megagraph_parallel::ParallelConfig;
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut config = tiny_config();
-    config.model.layers = Some(2);
+    let setup = mesh_setup();
     // 6 training sequences in steps of 2: every step fits dp x micro_batches = 2.
-    config.data.seq_len = 50;
-    let setup = Setup::new(config);
     assert_eq!(SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len(), 6);
     let epochs = 2;
     let optimizer = AdamWConfig::new().with_weight_decay(1e-3);
@@ -310,10 +316,7 @@ fn a_parallel_mesh_trains_like_one_device() {
 fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
     use megagraph_parallel::ParallelConfig;
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut config = tiny_config();
-    config.model.layers = Some(2);
-    config.data.seq_len = 50;
-    let setup = Setup::new(config);
+    let setup = mesh_setup();
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let mesh = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap();
     let trainer = |optimizer_dir: Option<&Path>| {

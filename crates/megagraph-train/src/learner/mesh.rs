@@ -28,10 +28,9 @@ pub(super) struct Mesh<B: ContextParallelBackend> {
     running: Option<Running<B>>,
 }
 
-/// The ranks' optimizer state after `epoch` in `dir`, without the `.mpk` extension the
-/// recorder adds.
+/// The ranks' optimizer state after `epoch` in `dir` (the recorder keeps the `.mpk` extension).
 fn optimizer_file(dir: &Path, epoch: usize) -> PathBuf {
-    dir.join(format!("mesh-optimizer-{epoch}"))
+    dir.join(format!("mesh-optimizer-{epoch}.mpk"))
 }
 
 type OptimizerRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
@@ -69,17 +68,17 @@ where
             .trainer
             .optimizer_record()
             .unwrap_or_else(|error| panic!("cannot gather the optimizer state from the mesh: {error}"));
-        let path = optimizer_file(dir, epoch).with_extension("mpk");
-        // the recorder replaces any extension by `.mpk`: no dot in the temporary name
-        let temporary = dir.join(format!("mesh-optimizer-{epoch}-tmp"));
+        let path = optimizer_file(dir, epoch);
+        // the recorder sets the `.mpk` extension: the temporary name has it, and no other dot
+        let temporary = dir.join(format!("mesh-optimizer-{epoch}-tmp.mpk"));
         std::fs::create_dir_all(dir).unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
         Recorder::<B>::record(&OptimizerRecorder::new(), record, temporary.clone())
             .unwrap_or_else(|error| panic!("cannot write the mesh's optimizer state {}: {error}", path.display()));
-        std::fs::rename(temporary.with_extension("mpk"), &path)
+        std::fs::rename(&temporary, &path)
             .unwrap_or_else(|error| panic!("cannot write the mesh's optimizer state {}: {error}", path.display()));
         log::info!("saved the mesh's optimizer state after epoch {epoch} to {}", path.display());
         if let Some(old) = epoch.checked_sub(2) {
-            let old = optimizer_file(dir, old).with_extension("mpk");
+            let old = optimizer_file(dir, old);
             if let Err(error) = std::fs::remove_file(&old)
                 && error.kind() != std::io::ErrorKind::NotFound
             {
@@ -98,19 +97,18 @@ where
         let dir = self.placement.optimizer_checkpoints.as_ref()?;
         let epoch = self.starting_epoch.checked_sub(1).filter(|&epoch| epoch > 0)?;
         let file = optimizer_file(dir, epoch);
-        if !file.with_extension("mpk").is_file() {
+        if !file.is_file() {
             log::warn!(
                 "resuming after epoch {epoch} without the mesh's optimizer state ({} is missing): \
                  the ranks' AdamW moments restart",
-                file.with_extension("mpk").display()
+                file.display()
             );
             return None;
         }
         let device = &self.placement.devices[0];
-        let record = Recorder::<B>::load(&OptimizerRecorder::new(), file.clone(), device).unwrap_or_else(|error| {
-            panic!("cannot read the mesh's optimizer state {}: {error}", file.with_extension("mpk").display())
-        });
-        log::info!("resuming the mesh's optimizer state from {}", file.with_extension("mpk").display());
+        let record = Recorder::<B>::load(&OptimizerRecorder::new(), file.clone(), device)
+            .unwrap_or_else(|error| panic!("cannot read the mesh's optimizer state {}: {error}", file.display()));
+        log::info!("resuming the mesh's optimizer state from {}", file.display());
         Some(record)
     }
 
