@@ -36,7 +36,7 @@ fn options() -> ProfilerOptions {
     ProfilerOptions {
         ladder: ProfileLadder {
             rows: vec![16, 32, 64, 128],
-            blocks: vec![8, 16, 32],
+            blocks: vec![8, 16, 32, 64],
             attention_batches: vec![1, 2],
             max_attention_pairs: 0,
         },
@@ -75,13 +75,13 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     table.validate().unwrap();
     assert!(!table.analytic);
     assert_eq!(table.key.backend, "flex");
-    // every run reported, in order: 18 points, a warm-up pass and a timed one over all
-    assert_eq!(calls.len(), 2 * (3 * 4 + 2 * 3));
+    // every run reported, in order: 20 points, a warm-up pass and a timed one over all
+    assert_eq!(calls.len(), 2 * (3 * 4 + 2 * 4));
     assert_eq!(
-        &calls[..18],
-        &calls[18..]
+        &calls[..20],
+        &calls[20..]
             .iter()
-            .map(|c| (c.0, c.1, c.2, c.3 - 18, c.4))
+            .map(|c| (c.0, c.1, c.2, c.3 - 20, c.4))
             .collect::<Vec<_>>()[..]
     );
     assert!(
@@ -119,7 +119,9 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
             "{s:?}"
         );
     }
-    // two sequences' blocks keep about twice what one keeps (beyond a fixed bookkeeping part)
+    // two sequences' blocks keep about twice what one keeps (beyond a fixed bookkeeping part),
+    // at the largest block, 64: at 32 (about 4 kB) a bookkeeping allocation of 0.8 kB that
+    // lands in or out of the measured window now and then is a fifth of it
     let (one, two) = (table.attention_at(1), table.attention_at(2));
     let (a, b) = (one[one.len() - 1], two[two.len() - 1]);
     let ratio = b.saved_bytes as f64 / a.saved_bytes as f64;
