@@ -241,6 +241,8 @@ fn profile_caches_and_plan_validates_with_a_measured_profile() {
     assert!(first.status.success(), "{}", stderr(&first));
     let stdout = String::from_utf8_lossy(&first.stdout);
     assert!(stdout.contains("measured and cached") && stdout.contains("layer_dense"), "{stdout}");
+    // the 2 workers of cpu-local: each part timed alone too
+    assert!(stdout.contains("alone on the machine (time alone / time with 2 copies computing)"), "{stdout}");
     let second = megagraph(&args);
     assert!(String::from_utf8_lossy(&second.stdout).contains("read from the cache"));
 
@@ -267,6 +269,7 @@ fn profile_caches_and_plan_validates_with_a_measured_profile() {
     // the profile measured again before the validation and after its one round
     assert!(String::from_utf8_lossy(&output.stdout).contains("with the profile measured in turn"));
     assert_eq!(report["validation"]["in_turn_profile"]["sessions"], 2, "{report}");
+    assert_eq!(report["validation"]["in_turn_profile"]["solo"]["copies"], 2, "{report}");
     for plan in report["validation"]["plans"].as_array().unwrap() {
         assert!(plan["in_turn_predicted_step_seconds"].as_f64().is_some_and(|s| s > 0.0), "{plan}");
     }

@@ -24,6 +24,7 @@ use crate::fitted::{FittedProfile, PartFit};
 use crate::memory::{MemoryBreakdown, MemoryModel};
 use crate::mesh::{GroupLink, Mesh};
 use crate::schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
+use crate::sharing::{MachineSharing, PassRatios, SoloRatios};
 use crate::workload::{ModelShape, Workload};
 
 /// Everything needed to cost candidates of one planning problem.
@@ -48,6 +49,8 @@ pub struct CandidateCost {
     layer_ring_exposed: StagePass,
     send: f64,
     overlap: BackwardOverlap,
+    solo: Option<SoloRatios>,
+    devices_per_node: usize,
     context_link: GroupLink,
     pipeline_link: GroupLink,
     gradient_link: GroupLink,
@@ -157,6 +160,8 @@ impl CostModel {
             layer_ring_exposed: ring_exposed,
             send: point_to_point_seconds(rows * d * e, &pipeline_link.link),
             overlap,
+            solo: fitted.solo,
+            devices_per_node: self.cluster.devices_per_node,
             context_link,
             pipeline_link,
             gradient_link,
@@ -198,7 +203,54 @@ impl CandidateCost {
         ring_all_reduce_seconds(bytes, self.mesh.dp * self.mesh.cp, &self.gradient_link.link)
     }
 
-    /// The stage's passes split into named components.
+    /// Forward and backward seconds per micro-batch of `stage` holding `layers` layers while no
+    /// other rank of its machine computes: each part's time scaled by the profile's
+    /// [`SoloRatios`] (communication unchanged); [`stage_pass`](Self::stage_pass) when the
+    /// profile has none.
+    pub fn stage_solo_pass(&self, stage: usize, layers: usize) -> StagePass {
+        let Some(solo) = &self.solo else {
+            return self.stage_pass(stage, layers);
+        };
+        let ratios = [
+            solo.embedding,
+            solo.layer_dense,
+            solo.attention,
+            PassRatios::ONE,
+            solo.head,
+            PassRatios::ONE,
+        ];
+        self.stage_components(stage, layers)
+            .iter()
+            .zip(ratios)
+            .fold(StagePass::default(), |sum, ((_, pass), ratios)| {
+                let pass = ratios.scale(*pass);
+                StagePass {
+                    forward: sum.forward + pass.forward,
+                    backward: sum.backward + pass.backward,
+                }
+            })
+    }
+
+    /// How the stages share machines: with the profile's [`SoloRatios`], stages whose ranks
+    /// share a machine run faster while the others wait; without, every pass keeps its time.
+    pub fn sharing(&self, stage_layers: &[usize]) -> MachineSharing {
+        match &self.solo {
+            Some(solo) => MachineSharing::on_machines(
+                &self.mesh,
+                self.devices_per_node,
+                stage_layers
+                    .iter()
+                    .enumerate()
+                    .map(|(stage, &layers)| self.stage_solo_pass(stage, layers))
+                    .collect(),
+                solo.copies,
+            ),
+            None => MachineSharing::dedicated(),
+        }
+    }
+
+    /// The stage's passes split into named components (the order
+    /// [`stage_solo_pass`](Self::stage_solo_pass) scales them in).
     fn stage_components(&self, stage: usize, layers: usize) -> [(&'static str, StagePass); 6] {
         let k = layers as f64;
         let first = stage == 0;
@@ -245,8 +297,12 @@ impl CandidateCost {
             .map(|(s, &k)| self.stage_pass(s, k))
             .collect();
         let stage_seconds: Vec<f64> = stage_passes.iter().map(StagePass::total).collect();
-        let pipeline =
-            one_forward_one_backward_seconds(&stage_passes, self.mesh.micro_batches, self.overlap);
+        let pipeline = one_forward_one_backward_seconds(
+            &stage_passes,
+            self.mesh.micro_batches,
+            self.overlap,
+            &self.sharing(stage_layers),
+        );
         let all_reduce = stage_layers
             .iter()
             .enumerate()
@@ -482,7 +538,8 @@ mod tests {
             one_forward_one_backward_seconds(
                 &waiting.stage_passes,
                 8,
-                BackwardOverlap::WaitsForOthers
+                BackwardOverlap::WaitsForOthers,
+                &MachineSharing::dedicated()
             )
         );
         // pp = 4 spans both nodes: separate processes, nothing waits
@@ -491,6 +548,54 @@ mod tests {
             .candidate(mesh(4))
             .estimate(&[4, 4, 4, 4]);
         assert_eq!(waiting.pipeline_seconds, independent.pipeline_seconds);
+    }
+
+    #[test]
+    fn stages_sharing_a_machine_run_faster_while_the_others_wait() {
+        let dedicated = model_waiting(50e9, true);
+        let mut fitted = dedicated.fitted.clone();
+        let half = PassRatios {
+            forward: 0.5,
+            backward: 0.5,
+        };
+        fitted.solo = Some(SoloRatios {
+            copies: 2,
+            embedding: half,
+            layer_dense: half,
+            attention: half,
+            head: half,
+        });
+        let shared = CostModel::new(
+            dedicated.shape.clone(),
+            dedicated.workload.clone(),
+            dedicated.cluster.clone(),
+            fitted,
+        );
+        let mesh = |pp, cp| Mesh {
+            pp,
+            cp,
+            dp: 1,
+            micro_batches: 8,
+        };
+        // pp = 2 on the first machine: computing alone halves every part, not the transfers
+        // (stage 0 sends its activations forward and nothing backward)
+        let cost = shared.candidate(mesh(2, 1));
+        let (pass, solo) = (cost.stage_pass(0, 8), cost.stage_solo_pass(0, 8));
+        assert!(solo.forward > 0.5 * pass.forward && solo.forward < 0.51 * pass.forward);
+        assert!((solo.backward - 0.5 * pass.backward).abs() < 1e-12 * pass.backward);
+        let without = dedicated.candidate(mesh(2, 1)).estimate(&[8, 8]);
+        let with = cost.estimate(&[8, 8]);
+        assert_eq!(with.stage_passes, without.stage_passes);
+        assert!(
+            with.pipeline_seconds < without.pipeline_seconds,
+            "{} vs {}",
+            with.pipeline_seconds,
+            without.pipeline_seconds
+        );
+        // one stage's ranks always compute together: nothing changes
+        let one = shared.candidate(mesh(1, 2)).estimate(&[16]);
+        let alone = dedicated.candidate(mesh(1, 2)).estimate(&[16]);
+        assert_eq!(one.pipeline_seconds, alone.pipeline_seconds);
     }
 
     #[test]

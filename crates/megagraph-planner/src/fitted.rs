@@ -6,6 +6,7 @@
 
 use crate::latency::{FitError, FitOptions, PiecewiseLinear};
 use crate::profile::{ProfileError, ProfileSample, ProfileTable, ProfiledPart};
+use crate::sharing::SoloRatios;
 
 /// Fitted forward/backward seconds and saved/peak bytes of one part.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,6 +92,8 @@ pub struct FittedProfile {
     pub head: PartFit,
     /// The table's [`runtime_overhead_bytes`](ProfileTable::runtime_overhead_bytes).
     pub runtime_overhead_bytes: u64,
+    /// The table's [`solo`](ProfileTable::solo) ratios.
+    pub solo: Option<SoloRatios>,
 }
 
 /// Why a profile part cannot be fitted.
@@ -202,6 +205,7 @@ impl FittedProfile {
             attention: BatchedFit { by_batch },
             head: part(ProfiledPart::Head, &table.head)?,
             runtime_overhead_bytes: table.runtime_overhead_bytes,
+            solo: table.solo,
         })
     }
 }

@@ -42,6 +42,7 @@ pub mod profiler;
 pub mod realize;
 pub mod schedule;
 pub mod search;
+pub mod sharing;
 pub mod simulated;
 pub mod validate;
 pub mod workload;
@@ -58,14 +59,15 @@ pub use profile::{
     analytic_profile,
 };
 pub use profiler::{
-    CacheStatus, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions, ThreadAllocatorMeter,
-    cached_profile, measure_profile, InTurnProfile,
+    CacheStatus, InTurnProfile, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions,
+    ThreadAllocatorMeter, cached_profile, measure_profile,
 };
 pub use realize::{SyntheticSource, init_model, model_config};
 pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
 pub use search::{
     Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting, search,
 };
+pub use sharing::{MachineSharing, PassRatios, SoloRatios};
 pub use simulated::{SimulatedReport, SimulatedStudy};
 pub use validate::{
     InTurnSummary, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,

@@ -23,6 +23,7 @@
 //! [`analytic_profile`] estimates the same table from FLOP and byte counts for simulated devices.
 
 use crate::cluster::ComputeHints;
+use crate::sharing::SoloRatios;
 use crate::workload::ModelShape;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -119,6 +120,11 @@ pub struct ProfileTable {
     /// profiles.
     #[serde(default)]
     pub runtime_overhead_bytes: u64,
+    /// How much faster each part runs when its rank computes alone on the machine than with
+    /// all the profiler's copies computing ([`SoloRatios`]); `None` when not measured (analytic
+    /// profiles, and profiles of one copy: a GPU rank has its device to itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo: Option<SoloRatios>,
 }
 
 /// The sizes [`analytic_profile`] (and a profiler) sample.
@@ -166,7 +172,10 @@ impl ProfileLadder {
         for (i, &batch) in batches.iter().enumerate() {
             for (j, &block) in blocks.iter().enumerate() {
                 let pairs = batch.saturating_mul(block).saturating_mul(block);
-                if i == 0 || j < 2 || self.max_attention_pairs == 0 || pairs <= self.max_attention_pairs
+                if i == 0
+                    || j < 2
+                    || self.max_attention_pairs == 0
+                    || pairs <= self.max_attention_pairs
                 {
                     points.push((batch, block));
                 }
@@ -221,6 +230,16 @@ pub enum ProfileError {
         index: usize,
         /// Name of the offending field.
         field: &'static str,
+        /// The offending value.
+        value: String,
+        /// What is required of it.
+        reason: &'static str,
+    },
+    /// A solo ratio is not finite and positive, or compares with fewer than 2 copies.
+    #[error("profile solo ratios: {field} = {value} ({reason})")]
+    BadSoloRatio {
+        /// The offending field, e.g. `attention.backward`.
+        field: String,
         /// The offending value.
         value: String,
         /// What is required of it.
@@ -370,8 +389,11 @@ impl ProfileTable {
 
     /// Checks that every part has at least two samples (per batch, for attention) with positive,
     /// strictly increasing sizes and finite non-negative times; attention samples are ordered by
-    /// batch, then size; other parts have batch 1.
+    /// batch, then size; other parts have batch 1; solo ratios, if any, are finite and positive.
     pub fn validate(&self) -> Result<(), ProfileError> {
+        if let Some(solo) = &self.solo {
+            solo.validate()?;
+        }
         for part in ProfiledPart::ALL {
             let samples = self.samples(part);
             if samples.len() < 2 {
@@ -527,20 +549,29 @@ impl ProfileTable {
 }
 
 impl std::fmt::Display for ProfileTable {
-    /// One block per part: size, forward and backward milliseconds, saved and peak bytes.
+    /// One block per part: size, forward and backward milliseconds, saved and peak bytes; then
+    /// the solo ratios, if measured.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
             "Profile {} ({})",
             self.key.cache_key(),
-            if self.analytic { "analytic estimate" } else { "measured" }
+            if self.analytic {
+                "analytic estimate"
+            } else {
+                "measured"
+            }
         )?;
         for part in ProfiledPart::ALL {
             writeln!(
                 f,
                 "  {:<12} {:>13} {:>12} {:>12} {:>11} {:>11}",
                 part.name(),
-                if part == ProfiledPart::Attention { "batch x block" } else { "rows" },
+                if part == ProfiledPart::Attention {
+                    "batch x block"
+                } else {
+                    "rows"
+                },
                 "forward ms",
                 "backward ms",
                 "saved",
@@ -560,6 +591,23 @@ impl std::fmt::Display for ProfileTable {
                     s.backward_seconds * 1e3,
                     crate::memory::format_bytes(s.saved_bytes),
                     crate::memory::format_bytes(s.peak_bytes)
+                )?;
+            }
+        }
+        if let Some(solo) = &self.solo {
+            writeln!(
+                f,
+                "  alone on the machine (time alone / time with {} copies computing):",
+                solo.copies
+            )?;
+            for part in ProfiledPart::ALL {
+                let ratios = solo.part(part);
+                writeln!(
+                    f,
+                    "  {:<12} forward {:.2}, backward {:.2}",
+                    part.name(),
+                    ratios.forward,
+                    ratios.backward
                 )?;
             }
         }
@@ -657,6 +705,7 @@ pub fn analytic_profile(
         attention: series(&ladder.blocks, &|n| model.attention(n)),
         head: series(&ladder.rows, &|n| model.head(n)),
         runtime_overhead_bytes: 0,
+        solo: None,
     };
     table.validate()?;
     Ok(table)
@@ -941,7 +990,8 @@ mod tests {
         let json = serde_json::to_value(sample).unwrap();
         assert!(json.get("batch").is_none());
         let two = ProfileSample { batch: 2, ..sample };
-        let back: ProfileSample = serde_json::from_value(serde_json::to_value(two).unwrap()).unwrap();
+        let back: ProfileSample =
+            serde_json::from_value(serde_json::to_value(two).unwrap()).unwrap();
         assert_eq!(back, two);
     }
 }

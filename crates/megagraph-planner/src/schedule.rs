@@ -8,6 +8,11 @@
 //! `(m - 1) * max stage + sum of stages` ([`pipeline_seconds`](crate::comm::pipeline_seconds));
 //! with unequal forward and backward times it follows the schedule's real waits.
 //!
+//! **Stages that share a machine** ([`MachineSharing`]). CPU workers share one machine's memory
+//! bandwidth and caches: a pass runs faster while the other stages wait than its profiled time,
+//! measured with every rank computing. The simulation runs each pass at the rate its duration
+//! under the stages computing at that moment gives, from event to event.
+//!
 //! **Backward passes that wait for each other** ([`BackwardOverlap::WaitsForOthers`]). The
 //! parallel runtime runs the ranks of a machine as threads of one process. Burn 0.21's autodiff
 //! ends every backward pass with a sweep that locks every autodiff graph of the process, while a
@@ -17,6 +22,7 @@
 //! and what the simulation then models; GPU backends hold the lock only while queueing
 //! kernels. (Burn's upstream fix, a sweep that skips locked graphs, came after 0.21.)
 
+use crate::sharing::MachineSharing;
 use megagraph_parallel::{PipelineAction, one_forward_one_backward};
 
 /// Seconds of one micro-batch's forward and backward pass on one stage, each including the
@@ -48,13 +54,20 @@ pub enum BackwardOverlap {
 }
 
 /// Seconds from the first forward pass to the last backward pass of a 1F1B pipeline of
-/// `micro_batches` micro-batches whose stages take `stages` per micro-batch.
+/// `micro_batches` micro-batches whose stages take `stages` per micro-batch, on machines shared
+/// as `sharing` says (a pass runs faster while fewer ranks of its machine compute;
+/// [`MachineSharing::dedicated`] for devices of their own).
+///
+/// The simulation advances from event to event (a pass's computation ending): between two
+/// events the set of computing stages is fixed, so every running pass progresses at the rate its
+/// duration under that set gives.
 ///
 /// 0 when there are no stages or no micro-batches.
 pub fn one_forward_one_backward_seconds(
     stages: &[StagePass],
     micro_batches: usize,
     overlap: BackwardOverlap,
+    sharing: &MachineSharing,
 ) -> f64 {
     let pp = stages.len();
     if pp == 0 || micro_batches == 0 {
@@ -63,84 +76,103 @@ pub fn one_forward_one_backward_seconds(
     let schedules: Vec<Vec<PipelineAction>> = (0..pp)
         .map(|stage| one_forward_one_backward(stage, pp, micro_batches))
         .collect();
+    let solo = |stage: usize| sharing.solo.get(stage).copied().unwrap_or(stages[stage]);
     // when each stage's forward / backward of each micro-batch ended (NaN: not yet)
     let mut forward_end = vec![vec![f64::NAN; micro_batches]; pp];
     let mut backward_end = vec![vec![f64::NAN; micro_batches]; pp];
     let mut next = vec![0usize; pp];
-    let mut free = vec![0.0f64; pp];
-    // a stage's backward pass whose computation is under way: (micro-batch, computed at)
-    let mut pending: Vec<Option<(usize, f64)>> = vec![None; pp];
-    // backward computations started so far: (stage, start, end of computation)
-    let mut backward_runs: Vec<(usize, f64, f64)> = Vec::new();
+    // the action each stage computes and the fraction of it still to compute
+    let mut running: Vec<Option<(PipelineAction, f64)>> = vec![None; pp];
+    // a backward pass computed but waiting for other stages' backward computations to end:
+    // its micro-batch and those stages
+    let mut waiting: Vec<Option<(usize, Vec<usize>)>> = vec![None; pp];
+    let mut busy = vec![false; pp];
+    let mut seconds = vec![0.0f64; pp];
+    let mut finished = Vec::with_capacity(pp);
+    let mut now = 0.0f64;
     loop {
-        // the ready action that starts first (ties: the lower stage)
-        let mut first_start: Option<(f64, usize)> = None;
-        for stage in (0..pp).filter(|&stage| pending[stage].is_none()) {
+        // every stage that is free and has its input starts its next action
+        for stage in 0..pp {
+            if running[stage].is_some() || waiting[stage].is_some() {
+                continue;
+            }
             let Some(&action) = schedules[stage].get(next[stage]) else {
                 continue;
             };
             let input = match action {
                 PipelineAction::Forward(micro) if stage > 0 => forward_end[stage - 1][micro],
                 PipelineAction::Backward(micro) if stage + 1 < pp => backward_end[stage + 1][micro],
-                _ => 0.0,
+                _ => now,
             };
-            if input.is_nan() {
-                continue;
-            }
-            let start = free[stage].max(input);
-            if first_start.is_none_or(|(earliest, _)| start < earliest) {
-                first_start = Some((start, stage));
+            if !input.is_nan() {
+                next[stage] += 1;
+                running[stage] = Some((action, 1.0));
             }
         }
-        // the backward computation that finishes first
-        let first_computed = (0..pp)
-            .filter_map(|stage| pending[stage].map(|(_, computed)| (computed, stage)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        // every action that starts before a computation ends is placed before that end is
-        // settled, so the other backward passes running at its end are all known
-        let start_next = match (first_start, first_computed) {
-            (Some((start, stage)), computed) if computed.is_none_or(|(at, _)| start < at) => {
-                Some((start, stage))
-            }
-            _ => None,
-        };
-        match (start_next, first_computed) {
-            (Some((start, stage)), _) => {
-                let action = schedules[stage][next[stage]];
-                next[stage] += 1;
-                match action {
-                    PipelineAction::Forward(micro) => {
-                        let end = start + stages[stage].forward;
-                        forward_end[stage][micro] = end;
-                        free[stage] = end;
-                    }
-                    PipelineAction::Backward(micro) => {
-                        let computed = start + stages[stage].backward;
-                        backward_runs.push((stage, start, computed));
-                        pending[stage] = Some((micro, computed));
-                    }
-                }
-            }
-            (_, Some((computed, stage))) => {
-                let end = match overlap {
-                    BackwardOverlap::Independent => computed,
-                    BackwardOverlap::WaitsForOthers => backward_runs
-                        .iter()
-                        .filter(|&&(other, from, to)| {
-                            other != stage && from < computed && to > computed
-                        })
-                        .map(|&(_, _, to)| to)
-                        .fold(computed, f64::max),
+        for stage in 0..pp {
+            busy[stage] = running[stage].is_some();
+        }
+        // every running pass's duration while exactly these stages compute
+        let mut step = f64::INFINITY;
+        for stage in 0..pp {
+            if let Some((action, left)) = running[stage] {
+                let (concurrent, alone) = match action {
+                    PipelineAction::Forward(_) => (stages[stage].forward, solo(stage).forward),
+                    PipelineAction::Backward(_) => (stages[stage].backward, solo(stage).backward),
                 };
-                if let Some((micro, _)) = pending[stage].take() {
-                    backward_end[stage][micro] = end;
-                }
-                free[stage] = end;
+                seconds[stage] = sharing.pass_seconds(stage, concurrent, alone, &busy);
+                step = step.min(left * seconds[stage]);
             }
-            (None, None) => break,
+        }
+        if !step.is_finite() {
+            break;
+        }
+        now += step;
+        finished.clear();
+        for stage in 0..pp {
+            if let Some((action, left)) = running[stage] {
+                let remaining = left * seconds[stage] - step;
+                if remaining <= 1e-12 * step.max(f64::MIN_POSITIVE) {
+                    finished.push((stage, action));
+                    running[stage] = None;
+                } else {
+                    running[stage] = Some((action, remaining / seconds[stage]));
+                }
+            }
+        }
+        // backward passes waiting for a computation that just ended may end
+        for stage in 0..pp {
+            if let Some((micro, others)) = &mut waiting[stage] {
+                others.retain(|other| !finished.iter().any(|&(done, _)| done == *other));
+                if others.is_empty() {
+                    backward_end[stage][*micro] = now;
+                    waiting[stage] = None;
+                }
+            }
+        }
+        for &(stage, action) in &finished {
+            match action {
+                PipelineAction::Forward(micro) => forward_end[stage][micro] = now,
+                PipelineAction::Backward(micro) => {
+                    // the backward computations still running when this one ends
+                    let others: Vec<usize> = match overlap {
+                        BackwardOverlap::Independent => Vec::new(),
+                        BackwardOverlap::WaitsForOthers => (0..pp)
+                            .filter(|&other| {
+                                matches!(running[other], Some((PipelineAction::Backward(_), _)))
+                            })
+                            .collect(),
+                    };
+                    if others.is_empty() {
+                        backward_end[stage][micro] = now;
+                    } else {
+                        waiting[stage] = Some((micro, others));
+                    }
+                }
+            }
         }
     }
-    free.into_iter().fold(0.0, f64::max)
+    now
 }
 
 #[cfg(test)]
@@ -156,8 +188,12 @@ mod tests {
     fn equal_stages_give_the_textbook_formula() {
         for (pp, m) in [(1, 1), (1, 5), (2, 1), (2, 4), (3, 8), (4, 4), (4, 2)] {
             let stages = vec![pass(1.0, 2.0); pp];
-            let simulated =
-                one_forward_one_backward_seconds(&stages, m, BackwardOverlap::Independent);
+            let simulated = one_forward_one_backward_seconds(
+                &stages,
+                m,
+                BackwardOverlap::Independent,
+                &MachineSharing::dedicated(),
+            );
             let totals: Vec<f64> = stages.iter().map(StagePass::total).collect();
             let formula = pipeline_seconds(&totals, m);
             assert!(
@@ -169,8 +205,12 @@ mod tests {
 
     #[test]
     fn one_stage_is_the_sum_of_its_passes() {
-        let simulated =
-            one_forward_one_backward_seconds(&[pass(0.5, 1.5)], 3, BackwardOverlap::WaitsForOthers);
+        let simulated = one_forward_one_backward_seconds(
+            &[pass(0.5, 1.5)],
+            3,
+            BackwardOverlap::WaitsForOthers,
+            &MachineSharing::dedicated(),
+        );
         assert!((simulated - 6.0).abs() < 1e-12);
     }
 
@@ -179,7 +219,12 @@ mod tests {
         // stage 1 (3 s a micro-batch) is the bottleneck: 4 of its micro-batches plus stage 0's
         // first forward and last backward
         let stages = [pass(0.25, 0.5), pass(1.0, 2.0)];
-        let simulated = one_forward_one_backward_seconds(&stages, 4, BackwardOverlap::Independent);
+        let simulated = one_forward_one_backward_seconds(
+            &stages,
+            4,
+            BackwardOverlap::Independent,
+            &MachineSharing::dedicated(),
+        );
         assert!(
             (simulated - (0.25 + 4.0 * 3.0 + 0.5)).abs() < 1e-12,
             "{simulated}"
@@ -191,33 +236,142 @@ mod tests {
         // Two stages, forward 1 s, backward 2 s, 2 micro-batches. Independent: stage 1 runs
         // F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]; stage 0 runs F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9].
         let stages = [pass(1.0, 2.0), pass(1.0, 2.0)];
-        let independent =
-            one_forward_one_backward_seconds(&stages, 2, BackwardOverlap::Independent);
+        let independent = one_forward_one_backward_seconds(
+            &stages,
+            2,
+            BackwardOverlap::Independent,
+            &MachineSharing::dedicated(),
+        );
         assert!((independent - 9.0).abs() < 1e-12, "{independent}");
         // Waiting: stage 1's B1 starts at 5 while stage 0's B0 computes until 6, and ends at 7,
         // after it: nothing changes. Stage 0's B0 ends at 6 while stage 1's B1 computes until
         // 7: it ends at 7, and B1 then runs [7,9].
-        let waiting = one_forward_one_backward_seconds(&stages, 2, BackwardOverlap::WaitsForOthers);
+        let waiting = one_forward_one_backward_seconds(
+            &stages,
+            2,
+            BackwardOverlap::WaitsForOthers,
+            &MachineSharing::dedicated(),
+        );
         assert!((waiting - 9.0).abs() < 1e-12, "{waiting}");
         // With 3 micro-batches, independent: stage 0 runs B0 [4,6] F2 [6,7] B1 [7,9] B2
         // [10,12]. Waiting: stage 0's B0 waits for stage 1's B1 [5,7], so F2 runs [7,8];
         // stage 1 runs F2 [8,9] B2 [9,11]; stage 0's B1 [8,10] waits for B2 until 11, and its
         // B2 runs [11,13].
-        let independent =
-            one_forward_one_backward_seconds(&stages, 3, BackwardOverlap::Independent);
-        let waiting = one_forward_one_backward_seconds(&stages, 3, BackwardOverlap::WaitsForOthers);
+        let independent = one_forward_one_backward_seconds(
+            &stages,
+            3,
+            BackwardOverlap::Independent,
+            &MachineSharing::dedicated(),
+        );
+        let waiting = one_forward_one_backward_seconds(
+            &stages,
+            3,
+            BackwardOverlap::WaitsForOthers,
+            &MachineSharing::dedicated(),
+        );
         assert!((independent - 12.0).abs() < 1e-12, "{independent}");
         assert!((waiting - 13.0).abs() < 1e-12, "{waiting}");
+    }
+
+    /// Two stages of one machine of 2 ranks, whose passes take `solo` times their own alone.
+    fn two_sharing(stages: &[StagePass], solo: f64) -> MachineSharing {
+        let mesh = crate::mesh::Mesh {
+            pp: 2,
+            cp: 1,
+            dp: 1,
+            micro_batches: 1,
+        };
+        let alone = stages
+            .iter()
+            .map(|pass| StagePass {
+                forward: solo * pass.forward,
+                backward: solo * pass.backward,
+            })
+            .collect();
+        MachineSharing::on_machines(&mesh, 2, alone, 2)
+    }
+
+    #[test]
+    fn a_stage_computing_alone_runs_at_its_solo_speed() {
+        // Forward 1 s, backward 2 s with both computing, half alone; 2 micro-batches.
+        // Stage 0 F0 alone [0, 0.5]; F1 with stage 1's F0 [0.5, 1.5]; stage 1 B0 alone
+        // [1.5, 2.5]; then stage 0 B0 (2 s together) and stage 1 F1 (1 s) start at 2.5: F1 ends
+        // at 3.5 with B0 half done; stage 1 B1 starts; B0 ends at 4.5 with B1 half done; B1
+        // alone ends at 5; stage 0 B1 alone [5, 6].
+        let stages = [pass(1.0, 2.0), pass(1.0, 2.0)];
+        let sharing = two_sharing(&stages, 0.5);
+        let shared =
+            one_forward_one_backward_seconds(&stages, 2, BackwardOverlap::Independent, &sharing);
+        assert!((shared - 6.0).abs() < 1e-12, "{shared}");
+        // Waiting: stage 0's B0 ends its computation at 4.5 while stage 1's B1 computes, and
+        // waits without computing, so B1 finishes alone at 5, as before; a waiting stage counted
+        // as busy would have made it 5.5 and the step 6.5.
+        let waiting =
+            one_forward_one_backward_seconds(&stages, 2, BackwardOverlap::WaitsForOthers, &sharing);
+        assert!((waiting - 6.0).abs() < 1e-12, "{waiting}");
+    }
+
+    #[test]
+    fn solo_times_equal_to_the_concurrent_ones_change_nothing() {
+        let stages = [pass(0.7, 1.9), pass(1.3, 2.1)];
+        for m in [1, 2, 3, 8] {
+            for overlap in [
+                BackwardOverlap::Independent,
+                BackwardOverlap::WaitsForOthers,
+            ] {
+                let dedicated = one_forward_one_backward_seconds(
+                    &stages,
+                    m,
+                    overlap,
+                    &MachineSharing::dedicated(),
+                );
+                let same = one_forward_one_backward_seconds(
+                    &stages,
+                    m,
+                    overlap,
+                    &two_sharing(&stages, 1.0),
+                );
+                assert!(
+                    (dedicated - same).abs() < 1e-12,
+                    "m {m}: {dedicated} vs {same}"
+                );
+                let faster = one_forward_one_backward_seconds(
+                    &stages,
+                    m,
+                    overlap,
+                    &two_sharing(&stages, 0.8),
+                );
+                assert!(faster < dedicated, "m {m}: {faster} vs {dedicated}");
+                // never faster than every pass alone
+                let alone = one_forward_one_backward_seconds(
+                    &[pass(0.56, 1.52), pass(1.04, 1.68)],
+                    m,
+                    overlap,
+                    &MachineSharing::dedicated(),
+                );
+                assert!(faster >= alone - 1e-12, "m {m}: {faster} vs {alone}");
+            }
+        }
     }
 
     #[test]
     fn nothing_to_run_takes_no_time() {
         assert_eq!(
-            one_forward_one_backward_seconds(&[], 4, BackwardOverlap::Independent),
+            one_forward_one_backward_seconds(
+                &[],
+                4,
+                BackwardOverlap::Independent,
+                &MachineSharing::dedicated()
+            ),
             0.0
         );
         assert_eq!(
-            one_forward_one_backward_seconds(&[pass(1.0, 1.0)], 0, BackwardOverlap::Independent),
+            one_forward_one_backward_seconds(
+                &[pass(1.0, 1.0)],
+                0,
+                BackwardOverlap::Independent,
+                &MachineSharing::dedicated()
+            ),
             0.0
         );
     }

@@ -21,9 +21,11 @@
 use crate::api::{PlanError, evaluate};
 use crate::cluster::ClusterSpec;
 use crate::memory::format_bytes;
+use crate::profile::ProfiledPart;
 use crate::profiler::InTurnProfile;
 use crate::realize::{SyntheticSource, init_model};
 use crate::search::{Plan, SearchOptions};
+use crate::sharing::SoloRatios;
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_parallel::{
@@ -170,6 +172,9 @@ pub struct InTurnSummary {
     /// Median over the points of their time in the sessions over the profile's: above 1 when
     /// the machine ran slower during the validation than when it was profiled.
     pub drift: Option<f64>,
+    /// The solo ratios of the sessions (or the profile's, when the sessions ran one copy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solo: Option<SoloRatios>,
 }
 
 /// Every validated plan, in the order given.
@@ -317,6 +322,7 @@ impl ValidationReport {
             sessions: profile.sessions(),
             passes: profile.passes(),
             drift: profile.drift(),
+            solo: table.solo,
         });
         Ok(())
     }
@@ -435,6 +441,22 @@ impl fmt::Display for ValidationReport {
                     "; the machine ran them {:.0}% {} (median) than when profiled",
                     100.0 * (drift - 1.0).abs(),
                     if drift >= 1.0 { "slower" } else { "faster" }
+                )?;
+            }
+            if let Some(solo) = &summary.solo {
+                let ratios: Vec<f64> = ProfiledPart::ALL
+                    .into_iter()
+                    .flat_map(|part| {
+                        let ratios = solo.part(part);
+                        [ratios.forward, ratios.backward]
+                    })
+                    .collect();
+                let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+                let high = ratios.iter().copied().fold(0.0, f64::max);
+                write!(
+                    f,
+                    "; a part alone took {low:.2}-{high:.2} of its time with {} computing",
+                    solo.copies
                 )?;
             }
         }
@@ -583,6 +605,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sharing::PassRatios;
 
     /// A validated plan predicted at `predicted` seconds whose measured steps took `steps`
     /// (median `measured`).
@@ -646,6 +669,19 @@ mod tests {
             sessions: 4,
             passes: 8,
             drift: Some(1.2),
+            solo: Some(SoloRatios {
+                copies: 2,
+                embedding: PassRatios {
+                    forward: 0.8,
+                    backward: 0.75,
+                },
+                layer_dense: PassRatios::ONE,
+                attention: PassRatios {
+                    forward: 0.9,
+                    backward: 0.95,
+                },
+                head: PassRatios::ONE,
+            }),
         });
         let errors: Vec<f64> = report
             .plans
@@ -660,7 +696,8 @@ mod tests {
         for expected in [
             "5.0% with the profile measured in turn",
             "in 4 sessions (8 timed passes)",
-            "ran them 20% slower (median) than when profiled",
+            "ran them 20% slower (median) than when profiled; a part alone took 0.75-1.00 of its \
+             time with 2 computing",
             "-16.7%     2.280    -5.0%",
         ] {
             assert!(text.contains(expected), "{expected:?} in\n{text}");

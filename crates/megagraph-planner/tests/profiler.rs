@@ -127,6 +127,10 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     let ratio = b.saved_bytes as f64 / a.saved_bytes as f64;
     assert!((1.5..=2.2).contains(&ratio), "{a:?} {b:?}");
     assert!(table.runtime_overhead_bytes < 64 << 20);
+    // two copies: every timed run was repeated by the first alone
+    let solo = table.solo.expect("two copies measure the solo ratios");
+    assert_eq!(solo.copies, 2);
+    solo.validate().unwrap();
 
     // plan with it, then run the two best plans
     let cluster = ClusterSpec::from_toml_file(
@@ -223,6 +227,11 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         }
     }
     assert_ne!(again, table, "no point was measured again");
+    assert!(
+        again
+            .solo
+            .is_some_and(|solo| solo.copies == 2 && solo != table.solo.unwrap())
+    );
     assert!(in_turn.drift().is_some_and(|d| d > 0.0 && d.is_finite()));
     validation
         .add_in_turn_predictions(&in_turn, &cluster, &shape, &workload, &search)
@@ -240,4 +249,32 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
             .to_string()
             .contains("with the profile measured in turn")
     );
+}
+
+#[test]
+fn one_copy_measures_no_solo_ratios() {
+    let options = ProfilerOptions {
+        ladder: ProfileLadder {
+            rows: vec![16, 32],
+            blocks: vec![8, 16],
+            attention_batches: vec![1],
+            max_attention_pairs: 0,
+        },
+        concurrency: 1,
+        ..options()
+    };
+    let table = measure_profile::<B>(
+        &tiny(),
+        "flex",
+        "test-cpu",
+        &Default::default(),
+        Arc::new(ThreadAllocatorMeter),
+        &options,
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(table.solo, None);
+    // and the JSON leaves them out, as profiles measured before them were
+    let json = serde_json::to_value(&table).unwrap();
+    assert!(json.get("solo").is_none());
 }

@@ -28,8 +28,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// layer's strided layout; 3: the other copies stay busy while the first is measured; 4: the
 /// reference attention op folds the key mask into its matmul; 5: it runs the batch in chunks
 /// whose tiles fit the caches; 6: the copies run in lockstep, starting every pass together,
-/// and the ladder is measured pass after pass).
-const MEASUREMENT_METHOD: u32 = 6;
+/// and the ladder is measured pass after pass; 7: every timed run is repeated by the first
+/// copy alone, for the solo ratios).
+const MEASUREMENT_METHOD: u32 = 7;
 
 /// The cache file of `key` measured with `options` under `dir`:
 /// `dir/profile_<cache key>_c<concurrency>_<digest>.json`, the digest covering the measurement

@@ -1,6 +1,6 @@
 //! A profile's points measured again in turns with other work: [`InTurnProfile`].
 
-use super::{JobRuns, MeasureError, ProfilerOptions, measure_jobs, median};
+use super::{JobRuns, MeasureError, ProfilerOptions, measure_jobs, median, solo_ratios};
 use crate::profile::{ProfileTable, ProfiledPart};
 use crate::workload::ModelShape;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
@@ -23,6 +23,8 @@ pub struct InTurnProfile {
     runs: Vec<JobRuns>,
     sessions: usize,
     passes: usize,
+    /// Copies of the last session.
+    copies: usize,
 }
 
 impl InTurnProfile {
@@ -42,6 +44,7 @@ impl InTurnProfile {
             points,
             sessions: 0,
             passes: 0,
+            copies: 1,
         }
     }
 
@@ -51,8 +54,9 @@ impl InTurnProfile {
     }
 
     /// Measures one session: `options.warmup` untimed and `options.repeats` timed passes over
-    /// every point of the profile, on `options.concurrency` copies in lockstep
-    /// (`options.ladder` is not used: the points are the profile's).
+    /// every point of the profile, on `options.concurrency` copies in lockstep, each timed run
+    /// followed by one of the first copy alone as the profiler does (`options.ladder` is not
+    /// used: the points are the profile's).
     ///
     /// # Errors
     ///
@@ -72,7 +76,10 @@ impl InTurnProfile {
         for (runs, new) in self.runs.iter_mut().zip(session) {
             runs.forward.extend(new.forward);
             runs.backward.extend(new.backward);
+            runs.solo_forward.extend(new.solo_forward);
+            runs.solo_backward.extend(new.solo_backward);
         }
+        self.copies = options.concurrency;
         self.sessions += 1;
         self.passes += options.repeats;
         Ok(())
@@ -90,9 +97,13 @@ impl InTurnProfile {
 
     /// The base profile with every point's forward and backward seconds replaced by the median
     /// of its runs over all sessions (points without runs keep the base's; the memory columns
-    /// are always the base's: they do not drift).
+    /// are always the base's: they do not drift), and the solo ratios by the sessions' (when
+    /// they ran more than one copy).
     pub fn table(&self) -> ProfileTable {
         let mut table = self.base.clone();
+        if let Some(solo) = solo_ratios(self.copies, &self.points, &self.runs) {
+            table.solo = Some(solo);
+        }
         let mut runs = self.runs.iter();
         for part in ProfiledPart::ALL {
             for sample in table.samples_mut(part) {
@@ -201,5 +212,48 @@ mod tests {
             );
         }
         assert!((in_turn.drift().unwrap() - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sessions_of_two_copies_give_their_own_solo_ratios() {
+        let base = base();
+        assert_eq!(base.solo, None);
+        let mut in_turn = InTurnProfile::new(base.clone());
+        // every point twice together, and alone at 0.8 (forward) and 0.6 (backward) of that,
+        // but the embedding's backward at 0.9
+        let samples: Vec<_> = ProfiledPart::ALL
+            .into_iter()
+            .flat_map(|part| base.samples(part).iter().map(move |s| (part, *s)))
+            .collect();
+        for (runs, (part, sample)) in in_turn.runs.iter_mut().zip(&samples) {
+            let backward_alone = if *part == ProfiledPart::Embedding {
+                0.9
+            } else {
+                0.6
+            };
+            runs.forward = vec![sample.forward_seconds; 2];
+            runs.backward = vec![sample.backward_seconds; 2];
+            runs.solo_forward = vec![0.8 * sample.forward_seconds; 2];
+            runs.solo_backward = vec![backward_alone * sample.backward_seconds; 2];
+        }
+        in_turn.sessions = 1;
+        // one copy: no ratios
+        assert_eq!(in_turn.table().solo, None);
+        in_turn.copies = 2;
+        let solo = in_turn.table().solo.unwrap();
+        assert_eq!(solo.copies, 2);
+        for part in ProfiledPart::ALL {
+            let ratios = solo.part(part);
+            let backward = if part == ProfiledPart::Embedding {
+                0.9
+            } else {
+                0.6
+            };
+            assert!((ratios.forward - 0.8).abs() < 1e-12, "{part:?} {ratios:?}");
+            assert!(
+                (ratios.backward - backward).abs() < 1e-12,
+                "{part:?} {ratios:?}"
+            );
+        }
     }
 }

@@ -21,6 +21,10 @@
 //!   would also time the rest of the peer's; see [`crate::schedule`].) Every copy runs in its
 //!   own rayon pool of `cores / copies` threads, the slice of the cores a rank of the parallel
 //!   runtime gets by default ([`megagraph_parallel::threads`]).
+//!   Every timed run is then repeated by the first copy alone while the others wait: the
+//!   table's [`solo`](ProfileTable::solo) ratios (time alone over time together, the median
+//!   over each part's points) let the pipeline schedule run a stage faster while the other
+//!   stages of its machine wait ([`crate::sharing`]).
 //! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
 //!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
 //!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
@@ -48,6 +52,7 @@ use crate::profile::{
     ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
 };
 use crate::search::Plan;
+use crate::sharing::{PassRatios, SoloRatios};
 use crate::validate::{ValidationOptions, validate_plans};
 use crate::workload::{ModelShape, Workload, WorkloadError};
 use megagraph_kernels::AttentionError;
@@ -350,6 +355,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
         attention: Vec::new(),
         head: Vec::new(),
         runtime_overhead_bytes: 0,
+        solo: None,
     };
     let first = measure_jobs::<B>(
         shape,
@@ -368,6 +374,7 @@ pub fn measure_profile<B: ContextParallelBackend>(
             });
         },
     )?;
+    table.solo = solo_ratios(options.concurrency, &jobs, &first);
     for (&(part, batch, size), mut runs) in jobs.iter().zip(first) {
         let last = runs.last.unwrap_or(Run {
             forward_seconds: 0.0,
@@ -395,6 +402,47 @@ pub fn measure_profile<B: ContextParallelBackend>(
     Ok(table)
 }
 
+/// The [`SoloRatios`] of timed runs `runs` of `jobs` on `copies` copies: per part and pass,
+/// the median over the part's points of the point's median time alone over its median time
+/// with every copy computing. `None` with one copy, or when a part has no point measured both
+/// ways with positive times.
+fn solo_ratios(
+    copies: usize,
+    jobs: &[(ProfiledPart, usize, usize)],
+    runs: &[JobRuns],
+) -> Option<SoloRatios> {
+    if copies < 2 {
+        return None;
+    }
+    let ratio =
+        |part: ProfiledPart, together: fn(&JobRuns) -> &[f64], alone: fn(&JobRuns) -> &[f64]| {
+            let mut ratios: Vec<f64> = jobs
+                .iter()
+                .zip(runs)
+                .filter(|((job_part, _, _), _)| *job_part == part)
+                .filter_map(|(_, runs)| {
+                    let (mut together, mut alone) = (together(runs).to_vec(), alone(runs).to_vec());
+                    let (together, alone) = (median(&mut together), median(&mut alone));
+                    (together > 0.0 && alone > 0.0).then(|| alone / together)
+                })
+                .collect();
+            (!ratios.is_empty()).then(|| median(&mut ratios))
+        };
+    let pass = |part| {
+        Some(PassRatios {
+            forward: ratio(part, |r| &r.forward, |r| &r.solo_forward)?,
+            backward: ratio(part, |r| &r.backward, |r| &r.solo_backward)?,
+        })
+    };
+    Some(SoloRatios {
+        copies,
+        embedding: pass(ProfiledPart::Embedding)?,
+        layer_dense: pass(ProfiledPart::LayerDense)?,
+        attention: pass(ProfiledPart::Attention)?,
+        head: pass(ProfiledPart::Head)?,
+    })
+}
+
 /// The timed runs of one profiled point (part, batch and size) by the profiler's first copy.
 #[derive(Clone, Debug, Default)]
 struct JobRuns {
@@ -402,13 +450,18 @@ struct JobRuns {
     forward: Vec<f64>,
     /// Backward seconds of every timed run.
     backward: Vec<f64>,
+    /// Forward seconds of every timed run alone (the other copies waiting).
+    solo_forward: Vec<f64>,
+    /// Backward seconds of every timed run alone.
+    solo_backward: Vec<f64>,
     /// The last timed run (its memory).
     last: Option<Run>,
 }
 
 /// Runs `jobs` pass after pass (`options.warmup` untimed passes, then `options.repeats` timed
 /// ones) on `options.concurrency` copies in lockstep, and returns the first copy's timed runs
-/// of each job. `done(pass, job)` is called after each of its runs.
+/// of each job. With more than one copy, every timed run is followed by one of the first copy
+/// alone while the others wait. `done(pass, job)` is called after each of its runs.
 fn measure_jobs<B: ContextParallelBackend>(
     shape: &ModelShape,
     device: &B::Device,
@@ -448,31 +501,39 @@ fn measure_jobs<B: ContextParallelBackend>(
                                 if failed.load(Ordering::Acquire) {
                                     break 'passes;
                                 }
+                                let timed = pass >= options.warmup;
                                 // every copy runs every job, meeting the others before each pass
-                                let measured = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                                    bench.run(part, batch, size, meter, &|| lockstep.wait())
-                                }))
-                                .map_err(|panic| MeasureError::Panicked {
-                                    part,
-                                    size,
-                                    message: panic_message(panic.as_ref()),
-                                })
-                                .and_then(|run| {
-                                    run.map_err(|source| MeasureError::Attention { size, source })
-                                });
-                                match measured {
-                                    Ok(run) if pass >= options.warmup => {
-                                        let runs = &mut runs[index];
-                                        runs.forward.push(run.forward_seconds);
-                                        runs.backward.push(run.backward_seconds);
-                                        runs.last = Some(run);
+                                let together =
+                                    measure_run(&mut bench, part, batch, size, meter, &|| {
+                                        lockstep.wait()
+                                    });
+                                if let Some(run) = record(together, failed, failure, lockstep)
+                                    && timed
+                                {
+                                    let runs = &mut runs[index];
+                                    runs.forward.push(run.forward_seconds);
+                                    runs.backward.push(run.backward_seconds);
+                                    runs.last = Some(run);
+                                }
+                                // then the first copy alone, the others waiting for it
+                                if timed && copies > 1 {
+                                    if copy == 0 && !failed.load(Ordering::Acquire) {
+                                        let alone = measure_run(
+                                            &mut bench,
+                                            part,
+                                            batch,
+                                            size,
+                                            meter,
+                                            &|| {},
+                                        );
+                                        if let Some(run) = record(alone, failed, failure, lockstep)
+                                        {
+                                            let runs = &mut runs[index];
+                                            runs.solo_forward.push(run.forward_seconds);
+                                            runs.solo_backward.push(run.backward_seconds);
+                                        }
                                     }
-                                    Ok(_) => {}
-                                    Err(error) => {
-                                        failed.store(true, Ordering::Release);
-                                        failure.get_or_init(|| error);
-                                        lockstep.break_up();
-                                    }
+                                    lockstep.wait();
                                 }
                                 if copy == 0 {
                                     let _ = done_tx.send((pass, index));
@@ -513,6 +574,45 @@ fn measure_jobs<B: ContextParallelBackend>(
         other?;
     }
     Ok(first)
+}
+
+/// One run of a part on `bench`, its panics and errors turned into [`MeasureError`]s.
+fn measure_run<B: ContextParallelBackend>(
+    bench: &mut PartBench<B>,
+    part: ProfiledPart,
+    batch: usize,
+    size: usize,
+    meter: &dyn MemoryMeter,
+    start_together: &dyn Fn(),
+) -> Result<Run, MeasureError> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        bench.run(part, batch, size, meter, start_together)
+    }))
+    .map_err(|panic| MeasureError::Panicked {
+        part,
+        size,
+        message: panic_message(panic.as_ref()),
+    })
+    .and_then(|run| run.map_err(|source| MeasureError::Attention { size, source }))
+}
+
+/// The run, or `None` after recording its error as the profile's failure and releasing every
+/// copy waiting in `lockstep`.
+fn record(
+    measured: Result<Run, MeasureError>,
+    failed: &AtomicBool,
+    failure: &OnceLock<MeasureError>,
+    lockstep: &Lockstep,
+) -> Option<Run> {
+    match measured {
+        Ok(run) => Some(run),
+        Err(error) => {
+            failed.store(true, Ordering::Release);
+            failure.get_or_init(|| error);
+            lockstep.break_up();
+            None
+        }
+    }
 }
 
 /// What a rank of the parallel runtime holds beyond the memory model's terms: one real
