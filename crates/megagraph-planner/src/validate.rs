@@ -4,9 +4,10 @@
 //!
 //! The plans take turns, round after round (as an A/B comparison alternates its commands): in
 //! every round each plan starts its mesh, runs its warm-up steps and its share of the measured
-//! steps, and stops (burn-collective serves one all-reducing mesh per process at a time). A
-//! drift of the machine's speed then moves every plan alike instead of favouring the plans
-//! that ran while the machine was fast. The measured step time is the median of the measured
+//! steps, and stops (burn-collective serves one all-reducing mesh per process at a time). Each
+//! round starts at a later plan, so every plan runs early and late in a round. A drift of the
+//! machine's speed then moves every plan alike instead of favouring the plans that ran while
+//! the machine was fast. The measured step time is the median of the measured
 //! steps (a round's first step also allocates the optimizer state, so it is a warm-up); the
 //! measured peak of a plan is the largest per-rank
 //! peak of live bytes over the measured steps, as the runtime's [`RankReport`] gives it when
@@ -464,11 +465,21 @@ impl fmt::Display for ValidationReport {
     }
 }
 
+/// The order in which `plans` plans run in `round` of `rounds`: the given order rotated to
+/// start `round * plans / rounds` plans later, so that over the rounds every plan runs early,
+/// in the middle and late in a round, and a machine whose speed changes within a round (or
+/// after the in-turn profile's session at its start) favours none.
+fn round_order(plans: usize, round: usize, rounds: usize) -> Vec<usize> {
+    let offset = (round * plans).checked_div(rounds).unwrap_or(0);
+    (0..plans).map(|k| (k + offset) % plans.max(1)).collect()
+}
+
 /// Runs each of `plans` for `options.steps` measured optimizer steps of `workload` on a mesh of
 /// worker threads on `device` (every rank on the same device, as on a CPU) with a freshly
 /// initialized model of `shape` and synthetic sequences, and records what was measured next to
-/// the predictions. The plans take turns over `options.rounds` rounds; in each, a plan starts
-/// its mesh, runs `options.warmup_steps` warm-up steps and its share of the measured ones. Each
+/// the predictions. The plans take turns over `options.rounds` rounds, each round starting at
+/// a later plan; in each, a plan starts its mesh, runs `options.warmup_steps` warm-up steps and
+/// its share of the measured ones. Each
 /// rank measures its memory with `meter`
 /// ([`ThreadAllocatorMeter`](megagraph_parallel::ThreadAllocatorMeter) on CPU backends, a
 /// `CubeMemoryMeter` on GPUs). `progress` is called after every step.
@@ -519,7 +530,9 @@ pub fn validate_plans<B: ContextParallelBackend>(
     let mut reports: Vec<Vec<Vec<RankReport>>> = vec![Vec::new(); plans.len()];
     let mut done = vec![0usize; plans.len()];
     for round in 0..rounds {
-        for ((index, plan), per_round) in plans.iter().enumerate().zip(&per_plan) {
+        let order = round_order(plans.len(), round, rounds);
+        for (position, &index) in order.iter().enumerate() {
+            let (plan, per_round) = (&plans[index], &per_plan[index]);
             let measured = per_round.get(round).copied().unwrap_or(0);
             <B::InnerBackend as burn::tensor::backend::Backend>::seed(device, options.seed);
             let model = init_model::<<B as AutodiffBackend>::InnerBackend>(shape, device);
@@ -554,7 +567,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
                     plans: plans.len(),
                     step: done[index],
                     steps: options.steps_per_plan(plan),
-                    round_done: index + 1 == plans.len() && step + 1 == steps_now,
+                    round_done: position + 1 == order.len() && step + 1 == steps_now,
                 });
             }
         }
@@ -702,6 +715,32 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn every_round_runs_every_plan_once_starting_later() {
+        assert_eq!(round_order(10, 0, 3), (0..10).collect::<Vec<_>>());
+        assert_eq!(round_order(10, 1, 3), vec![3, 4, 5, 6, 7, 8, 9, 0, 1, 2]);
+        assert_eq!(round_order(10, 2, 3), vec![6, 7, 8, 9, 0, 1, 2, 3, 4, 5]);
+        // over the rounds no plan is always first or always last: mean positions stay within
+        // a third of the middle
+        let (plans, rounds) = (10, 3);
+        for plan in 0..plans {
+            let mean = (0..rounds)
+                .map(|round| {
+                    let order = round_order(plans, round, rounds);
+                    order.iter().position(|&p| p == plan).unwrap() as f64
+                })
+                .sum::<f64>()
+                / rounds as f64;
+            assert!(
+                (mean - 4.5).abs() <= 1.5,
+                "plan {plan}: mean position {mean}"
+            );
+        }
+        assert_eq!(round_order(1, 2, 3), vec![0]);
+        assert_eq!(round_order(0, 0, 3), Vec::<usize>::new());
+        assert_eq!(round_order(4, 0, 0), vec![0, 1, 2, 3]);
     }
 
     #[test]
