@@ -186,10 +186,7 @@ impl CandidateCost {
     pub fn stage_pass(&self, stage: usize, layers: usize) -> StagePass {
         self.stage_components(stage, layers)
             .iter()
-            .fold(StagePass::default(), |sum, (_, pass)| StagePass {
-                forward: sum.forward + pass.forward,
-                backward: sum.backward + pass.backward,
-            })
+            .fold(StagePass::default(), |sum, (_, pass)| sum + *pass)
     }
 
     /// The memory of one device of `stage` holding `layers` layers.
@@ -223,11 +220,7 @@ impl CandidateCost {
             .iter()
             .zip(ratios)
             .fold(StagePass::default(), |sum, ((_, pass), ratios)| {
-                let pass = ratios.scale(*pass);
-                StagePass {
-                    forward: sum.forward + pass.forward,
-                    backward: sum.backward + pass.backward,
-                }
+                sum + ratios.scale(*pass)
             })
     }
 

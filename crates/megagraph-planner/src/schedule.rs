@@ -42,6 +42,18 @@ impl StagePass {
     }
 }
 
+impl std::ops::Add for StagePass {
+    type Output = Self;
+
+    /// Forward plus forward, backward plus backward seconds.
+    fn add(self, other: Self) -> Self {
+        Self {
+            forward: self.forward + other.forward,
+            backward: self.backward + other.backward,
+        }
+    }
+}
+
 /// Whether a stage's backward pass may end while another stage's is running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BackwardOverlap {
