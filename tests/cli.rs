@@ -270,8 +270,16 @@ fn profile_caches_and_plan_validates_with_a_measured_profile() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("with the profile measured in turn"));
     assert_eq!(report["validation"]["in_turn_profile"]["sessions"], 2, "{report}");
     assert_eq!(report["validation"]["in_turn_profile"]["solo"]["copies"], 2, "{report}");
+    // one session before the validation's start (a negative time), one after its round
+    let in_turn = &report["validation"]["in_turn_profile"];
+    let times: Vec<f64> = in_turn["session_times"].as_array().unwrap().iter().filter_map(|t| t.as_f64()).collect();
+    assert!(times.len() == 2 && times[0] < 0.0 && times[1] > 0.0, "{in_turn}");
+    assert_eq!(in_turn["session_time_factors"].as_array().map(Vec::len), Some(2), "{in_turn}");
     for plan in report["validation"]["plans"].as_array().unwrap() {
         assert!(plan["in_turn_predicted_step_seconds"].as_f64().is_some_and(|s| s > 0.0), "{plan}");
+        let steps = plan["step_times"].as_array().unwrap();
+        assert_eq!(steps.len(), plan["step_seconds"].as_array().unwrap().len(), "{plan}");
+        assert!(steps.iter().all(|t| t.as_f64().is_some_and(|t| t > 0.0 && t < times[1])), "{plan}");
     }
     let svg = std::fs::read_to_string(json.with_extension("svg")).unwrap();
     assert!(svg.starts_with("<svg") || svg.contains("<svg"), "{svg}");

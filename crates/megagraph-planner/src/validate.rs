@@ -36,7 +36,7 @@ use megagraph_parallel::{
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How [`validate_plans`] runs each plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -153,6 +153,8 @@ pub struct ValidatedPlan {
     pub plan: Plan,
     /// Wall seconds of every measured step.
     pub step_seconds: Vec<f64>,
+    /// Seconds from the validation's start to the middle of every measured step.
+    pub step_times: Vec<f64>,
     /// Peak bytes of every rank (largest over the measured steps), in rank order; `None` for a
     /// rank without memory accounting.
     pub rank_peak_bytes: Vec<Option<u64>>,
@@ -176,6 +178,12 @@ pub struct InTurnSummary {
     /// The solo ratios of the sessions (or the profile's, when the sessions ran one copy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solo: Option<SoloRatios>,
+    /// Seconds from the validation's start to the middle of every session (negative for the
+    /// one before it).
+    pub session_times: Vec<f64>,
+    /// Every session's time factor ([`InTurnProfile::session_time_factors`]): above 1 when the
+    /// machine ran slower in it than over all sessions.
+    pub session_time_factors: Vec<f64>,
 }
 
 /// Every validated plan, in the order given.
@@ -197,6 +205,9 @@ pub struct ValidationReport {
     /// The profile measured again in turns with the plans, when it was
     /// ([`ValidationReport::add_in_turn_predictions`]).
     pub in_turn_profile: Option<InTurnSummary>,
+    /// When the validation started (what `step_times` count from).
+    #[serde(skip)]
+    pub started: Instant,
 }
 
 /// Why validation failed.
@@ -319,11 +330,21 @@ impl ValidationReport {
             let evaluation = evaluate(cluster, shape, workload, &table, &config, options)?;
             row.in_turn_predicted_step_seconds = Some(evaluation.plan.predicted_step_seconds);
         }
+        let since_start = |instant: Instant| match instant.checked_duration_since(self.started) {
+            Some(after) => after.as_secs_f64(),
+            None => -(self.started - instant).as_secs_f64(),
+        };
         self.in_turn_profile = Some(InTurnSummary {
             sessions: profile.sessions(),
             passes: profile.passes(),
             drift: profile.drift(),
             solo: table.solo,
+            session_times: profile
+                .session_instants()
+                .into_iter()
+                .map(since_start)
+                .collect(),
+            session_time_factors: profile.session_time_factors(),
         });
         Ok(())
     }
@@ -444,6 +465,15 @@ impl fmt::Display for ValidationReport {
                     if drift >= 1.0 { "slower" } else { "faster" }
                 )?;
             }
+            let factors = &summary.session_time_factors;
+            if !factors.is_empty() {
+                let low = factors.iter().copied().fold(f64::INFINITY, f64::min);
+                let high = factors.iter().copied().fold(0.0, f64::max);
+                write!(
+                    f,
+                    "; session by session {low:.2}-{high:.2} of the sessions' time"
+                )?;
+            }
             if let Some(solo) = &summary.solo {
                 let ratios: Vec<f64> = ProfiledPart::ALL
                     .into_iter()
@@ -527,8 +557,10 @@ pub fn validate_plans<B: ContextParallelBackend>(
         .iter()
         .map(|plan| Vec::with_capacity(options.measured_steps(plan)))
         .collect();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); plans.len()];
     let mut reports: Vec<Vec<Vec<RankReport>>> = vec![Vec::new(); plans.len()];
     let mut done = vec![0usize; plans.len()];
+    let started = Instant::now();
     for round in 0..rounds {
         let order = round_order(plans.len(), round, rounds);
         for (position, &index) in order.iter().enumerate() {
@@ -556,6 +588,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
                 let sequences: Vec<usize> = (first..first + n).collect();
                 let output = trainer.step(&sequences, 1e-4).map_err(failed(plan))?;
                 if step >= options.warmup_steps {
+                    times[index].push(started.elapsed().as_secs_f64() - output.seconds / 2.0);
                     seconds[index].push(output.seconds);
                     reports[index].push(output.ranks);
                 }
@@ -573,7 +606,9 @@ pub fn validate_plans<B: ContextParallelBackend>(
         }
     }
     let mut validated = Vec::with_capacity(plans.len());
-    for ((plan, seconds), reports) in plans.iter().zip(seconds).zip(reports) {
+    for (((plan, seconds), step_times), reports) in
+        plans.iter().zip(seconds).zip(times).zip(reports)
+    {
         let world = reports.first().map_or(0, Vec::len);
         let rank_peak_bytes: Vec<Option<u64>> = (0..world)
             .map(|rank| {
@@ -599,6 +634,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
         validated.push(ValidatedPlan {
             plan,
             step_seconds: seconds,
+            step_times,
             rank_peak_bytes,
             rank_busy_seconds,
             in_turn_predicted_step_seconds: None,
@@ -612,6 +648,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
         steps: options.steps,
         rounds,
         in_turn_profile: None,
+        started,
     })
 }
 
@@ -637,6 +674,7 @@ mod tests {
                 measured_peak_bytes_per_device: None,
             },
             step_seconds: steps,
+            step_times: Vec::new(),
             rank_peak_bytes: Vec::new(),
             rank_busy_seconds: Vec::new(),
             in_turn_predicted_step_seconds: None,
@@ -670,6 +708,7 @@ mod tests {
             steps: 1,
             rounds: 1,
             in_turn_profile: None,
+            started: Instant::now(),
         };
         assert!((report.median_abs_time_error().unwrap() - 1.0 / 6.0).abs() < 1e-12);
         assert_eq!(report.median_abs_in_turn_time_error(), None);
@@ -695,6 +734,8 @@ mod tests {
                 },
                 head: PassRatios::ONE,
             }),
+            session_times: vec![-1.0, 10.0, 20.0, 30.0],
+            session_time_factors: vec![0.97, 1.0, 1.02, 1.01],
         });
         let errors: Vec<f64> = report
             .plans
@@ -709,8 +750,8 @@ mod tests {
         for expected in [
             "5.0% with the profile measured in turn",
             "in 4 sessions (8 timed passes)",
-            "ran them 20% slower (median) than when profiled; a part alone took 0.75-1.00 of its \
-             time with 2 computing",
+            "ran them 20% slower (median) than when profiled; session by session 0.97-1.02 of \
+             the sessions' time; a part alone took 0.75-1.00 of its time with 2 computing",
             "-16.7%     2.280    -5.0%",
         ] {
             assert!(text.contains(expected), "{expected:?} in\n{text}");

@@ -238,6 +238,24 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         .unwrap();
     let summary = validation.in_turn_profile.clone().unwrap();
     assert_eq!((summary.sessions, summary.passes), (2, 2));
+    // both sessions after the validation, one after the other, each with its time factor
+    let times = &summary.session_times;
+    assert!(
+        times.len() == 2 && 0.0 < times[0] && times[0] < times[1],
+        "{times:?}"
+    );
+    let factors = &summary.session_time_factors;
+    assert!(
+        factors.len() == 2 && factors.iter().all(|f| f.is_finite() && *f > 0.0),
+        "{factors:?}"
+    );
+    // every measured step has its time, in the order run and before the sessions
+    for row in &validation.plans {
+        let steps = &row.step_times;
+        assert_eq!(steps.len(), row.step_seconds.len());
+        assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+        assert!(steps.iter().all(|&t| t > 0.0 && t < times[0]), "{steps:?}");
+    }
     assert!(
         validation
             .plans

@@ -4,6 +4,7 @@ use super::{JobRuns, MeasureError, ProfilerOptions, measure_jobs, median, solo_r
 use crate::profile::{ProfileTable, ProfiledPart};
 use crate::workload::ModelShape;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
+use std::time::Instant;
 
 /// The points of a measured [`ProfileTable`] measured again, the same way (copies in lockstep,
 /// pass after pass), in sessions that take turns with other work.
@@ -25,6 +26,18 @@ pub struct InTurnProfile {
     passes: usize,
     /// Copies of the last session.
     copies: usize,
+    /// Every session: when it ran, and its own time of every point.
+    timeline: Vec<Session>,
+}
+
+/// One session of an [`InTurnProfile`]: when it ran, and every point's time in it.
+#[derive(Clone, Debug)]
+struct Session {
+    started: Instant,
+    ended: Instant,
+    /// Median forward plus median backward seconds of every point in this session (0 for a
+    /// point without runs), in table order.
+    seconds: Vec<f64>,
 }
 
 impl InTurnProfile {
@@ -45,6 +58,7 @@ impl InTurnProfile {
             sessions: 0,
             passes: 0,
             copies: 1,
+            timeline: Vec::new(),
         }
     }
 
@@ -71,8 +85,16 @@ impl InTurnProfile {
     ) -> Result<(), MeasureError> {
         shape.validate()?;
         options.check()?;
+        let started = Instant::now();
         let session =
             measure_jobs::<B>(shape, device, meter, options, &self.points, &mut |_, _| {})?;
+        let ended = Instant::now();
+        let seconds = session.iter().map(point_seconds).collect();
+        self.timeline.push(Session {
+            started,
+            ended,
+            seconds,
+        });
         for (runs, new) in self.runs.iter_mut().zip(session) {
             runs.forward.extend(new.forward);
             runs.backward.extend(new.backward);
@@ -117,6 +139,38 @@ impl InTurnProfile {
         table
     }
 
+    /// Every session's middle instant, in the order measured.
+    pub fn session_instants(&self) -> Vec<Instant> {
+        self.timeline
+            .iter()
+            .map(|session| session.started + (session.ended - session.started) / 2)
+            .collect()
+    }
+
+    /// Every session's time factor, in the order measured: the median over the points of their time
+    /// (forward plus backward) in that session over their time in [`table`](Self::table), the
+    /// sessions together. Above 1 when the machine ran slower in that session than over all.
+    pub fn session_time_factors(&self) -> Vec<f64> {
+        let all: Vec<f64> = self.runs.iter().map(point_seconds).collect();
+        self.timeline
+            .iter()
+            .map(|session| {
+                let mut ratios: Vec<f64> = session
+                    .seconds
+                    .iter()
+                    .zip(&all)
+                    .filter(|&(&now, &all)| now > 0.0 && all > 0.0)
+                    .map(|(now, all)| now / all)
+                    .collect();
+                if ratios.is_empty() {
+                    1.0
+                } else {
+                    median(&mut ratios)
+                }
+            })
+            .collect()
+    }
+
     /// Median over the points of their time (forward plus backward) in [`table`](Self::table)
     /// over the base profile's: above 1 when the machine ran slower during the sessions than
     /// when it was profiled. `None` before the first session.
@@ -135,6 +189,14 @@ impl InTurnProfile {
             .collect();
         (!ratios.is_empty()).then(|| median(&mut ratios))
     }
+}
+
+/// Median forward plus median backward seconds of `runs` (0 without runs).
+fn point_seconds(runs: &JobRuns) -> f64 {
+    if runs.forward.is_empty() {
+        return 0.0;
+    }
+    median(&mut runs.forward.clone()) + median(&mut runs.backward.clone())
 }
 
 #[cfg(test)]
@@ -212,6 +274,47 @@ mod tests {
             );
         }
         assert!((in_turn.drift().unwrap() - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn every_session_has_its_time_over_the_sessions_together() {
+        let base = base();
+        let mut in_turn = InTurnProfile::new(base.clone());
+        assert!(in_turn.session_time_factors().is_empty());
+        // a first session at the profile's time and a second at 1.5 times it: together the
+        // median of both, 1.25 times; the last point was not measured in the second
+        let samples: Vec<_> = ProfiledPart::ALL
+            .into_iter()
+            .flat_map(|part| base.samples(part).iter().copied())
+            .collect();
+        let points = samples.len();
+        let start = Instant::now();
+        for (session, factor) in [1.0, 1.5].into_iter().enumerate() {
+            let mut seconds = Vec::new();
+            for (index, (runs, sample)) in in_turn.runs.iter_mut().zip(&samples).enumerate() {
+                if session == 1 && index + 1 == points {
+                    seconds.push(0.0);
+                    continue;
+                }
+                runs.forward.push(factor * sample.forward_seconds);
+                runs.backward.push(factor * sample.backward_seconds);
+                seconds.push(factor * (sample.forward_seconds + sample.backward_seconds));
+            }
+            let started = start + std::time::Duration::from_secs(10 * session as u64);
+            in_turn.timeline.push(Session {
+                started,
+                ended: started + std::time::Duration::from_secs(2),
+                seconds,
+            });
+        }
+        in_turn.sessions = 2;
+        let factors = in_turn.session_time_factors();
+        assert_eq!(factors.len(), 2);
+        assert!((factors[0] - 0.8).abs() < 1e-12, "{factors:?}");
+        assert!((factors[1] - 1.2).abs() < 1e-12, "{factors:?}");
+        let instants = in_turn.session_instants();
+        assert_eq!(instants[0] - start, std::time::Duration::from_secs(1));
+        assert_eq!(instants[1] - start, std::time::Duration::from_secs(11));
     }
 
     #[test]

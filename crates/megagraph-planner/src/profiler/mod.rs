@@ -80,7 +80,8 @@ pub struct ProfilerOptions {
     /// Seed of the random inputs and parameters. Default: 7.
     pub seed: u64,
     /// Bytes written between each forward and backward pass to evict the caches (0: none), as
-    /// happens in a real stage whose working set exceeds them. Default: 0.
+    /// happens in a real stage whose activations between a layer's forward and its backward
+    /// exceed them. Default: 0.
     #[serde(default)]
     pub evict_bytes: usize,
 }
