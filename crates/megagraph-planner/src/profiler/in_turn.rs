@@ -22,7 +22,6 @@ pub struct InTurnProfile {
     points: Vec<(ProfiledPart, usize, usize)>,
     /// Timed runs of every point over all sessions.
     runs: Vec<JobRuns>,
-    sessions: usize,
     passes: usize,
     /// Copies of the last session.
     copies: usize,
@@ -55,7 +54,6 @@ impl InTurnProfile {
             runs: vec![JobRuns::default(); points.len()],
             base,
             points,
-            sessions: 0,
             passes: 0,
             copies: 1,
             timeline: Vec::new(),
@@ -102,14 +100,13 @@ impl InTurnProfile {
             runs.solo_backward.extend(new.solo_backward);
         }
         self.copies = options.concurrency;
-        self.sessions += 1;
         self.passes += options.repeats;
         Ok(())
     }
 
     /// Sessions measured so far.
     pub fn sessions(&self) -> usize {
-        self.sessions
+        self.timeline.len()
     }
 
     /// Timed passes over the points so far, all sessions together.
@@ -175,7 +172,7 @@ impl InTurnProfile {
     /// over the base profile's: above 1 when the machine ran slower during the sessions than
     /// when it was profiled. `None` before the first session.
     pub fn drift(&self) -> Option<f64> {
-        if self.sessions == 0 {
+        if self.timeline.is_empty() {
             return None;
         }
         let table = self.table();
@@ -204,6 +201,16 @@ mod tests {
     use super::*;
     use crate::cluster::ComputeHints;
     use crate::profile::{ProfileLadder, analytic_profile};
+
+    /// A session of a second, now, with these times of the points.
+    fn session(seconds: Vec<f64>) -> Session {
+        let started = Instant::now();
+        Session {
+            started,
+            ended: started + std::time::Duration::from_secs(1),
+            seconds,
+        }
+    }
 
     fn base() -> ProfileTable {
         let hints = ComputeHints {
@@ -254,7 +261,7 @@ mod tests {
                 .map(|f| f * sample.backward_seconds)
                 .collect();
         }
-        in_turn.sessions = 3;
+        in_turn.timeline = vec![session(vec![]); 3];
         let table = in_turn.table();
         let again: Vec<_> = ProfiledPart::ALL
             .into_iter()
@@ -307,7 +314,6 @@ mod tests {
                 seconds,
             });
         }
-        in_turn.sessions = 2;
         let factors = in_turn.session_time_factors();
         assert_eq!(factors.len(), 2);
         assert!((factors[0] - 0.8).abs() < 1e-12, "{factors:?}");
@@ -339,7 +345,7 @@ mod tests {
             runs.solo_forward = vec![0.8 * sample.forward_seconds; 2];
             runs.solo_backward = vec![backward_alone * sample.backward_seconds; 2];
         }
-        in_turn.sessions = 1;
+        in_turn.timeline = vec![session(vec![])];
         // one copy: no ratios
         assert_eq!(in_turn.table().solo, None);
         in_turn.copies = 2;
