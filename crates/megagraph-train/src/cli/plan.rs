@@ -12,7 +12,7 @@ use megagraph_planner::{
 };
 
 use super::backend::{BackendChoice, BackendJob};
-use super::profile::{ProfilingArgs, measured_profile};
+use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
 use crate::error::{Result, TrainError};
 use crate::metrics::write_atomically;
@@ -166,6 +166,14 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     };
     let mut report = search_plan(&cluster, &shape, &workload, &profile, &options)?;
     println!("{}", report.explain());
+    if args.profile == ProfileSource::Measured
+        && let Some(note) = args.profiling.warm_cache_note(
+            report.best.predicted_peak_bytes_per_device,
+            last_level_cache_bytes(),
+        )
+    {
+        println!("{note}");
+    }
     let validation = if args.validate {
         let top: Vec<Plan> = report
             .candidates

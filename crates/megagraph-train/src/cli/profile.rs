@@ -77,6 +77,26 @@ pub struct ProfileArgs {
 }
 
 impl ProfilingArgs {
+    /// A note for a plan whose ranks hold `peak_bytes` each, more than this machine's
+    /// last-level cache of `cache_bytes`, when the profile is measured on the CPU with warm
+    /// caches: such a stage's backward passes find their activations out of the cache, so the
+    /// profile's times are low for it. `None` otherwise (or without a known cache size).
+    pub fn warm_cache_note(&self, peak_bytes: u64, cache_bytes: Option<u64>) -> Option<String> {
+        let cache = cache_bytes.filter(|&cache| cache > 0)?;
+        if !self.backend.is_cpu() || self.evict_mib > 0 || peak_bytes <= cache {
+            return None;
+        }
+        let mib = |bytes: u64| bytes.div_ceil(1 << 20);
+        Some(format!(
+            "note: each rank of the best plan holds {} MiB, more than this machine's {} MiB \
+             last-level cache, and the profile timed backward passes with warm caches; \
+             `--evict-mib {}` times them cooled, as a stage this large runs them",
+            mib(peak_bytes),
+            mib(cache),
+            2 * mib(cache)
+        ))
+    }
+
     /// The profiler options for `cluster`.
     pub fn options(&self, cluster: &ClusterSpec) -> Result<ProfilerOptions> {
         let defaults = match self.backend {
@@ -212,7 +232,6 @@ impl BackendJob for MeasureJob<'_> {
     }
 }
 
-/// Measurements of a profile at `ladder` (for the progress bar).
 /// `megagraph profile`: measures (or reads from the cache) the profile of a model on this
 /// machine, prints it and optionally writes it as JSON.
 pub fn profile(args: &ProfileArgs) -> Result<()> {
@@ -238,4 +257,80 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
         println!("profile written to {}", out.display());
     }
     Ok(())
+}
+
+/// The size of this machine's largest CPU cache in bytes (on Linux, the largest
+/// `/sys/devices/system/cpu/cpu0/cache/index*/size`); `None` where it cannot be read.
+pub fn last_level_cache_bytes() -> Option<u64> {
+    std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache")
+        .ok()?
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("size")).ok())
+        .filter_map(|size| parse_cache_size(&size))
+        .max()
+}
+
+/// A cache size as sysfs writes it: `480M`, `32768K`, `1G` or plain bytes.
+fn parse_cache_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let scale: u64 = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        profiling: ProfilingArgs,
+    }
+
+    fn profiling(args: &[&str]) -> ProfilingArgs {
+        Cli::parse_from(std::iter::once("megagraph").chain(args.iter().copied())).profiling
+    }
+
+    #[test]
+    fn cache_sizes_read_as_sysfs_writes_them() {
+        assert_eq!(parse_cache_size("480M\n"), Some(480 << 20));
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1G"), Some(1 << 30));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        for bad in ["", "M", "12 MB", "-4K", "99999999999999999999G"] {
+            assert_eq!(parse_cache_size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_plan_larger_than_the_cache_is_noted_only_with_warm_caches_on_the_cpu() {
+        let (cache, small, large) = (Some(32 << 20), 20 << 20, 100 << 20);
+        let note = profiling(&[]).warm_cache_note(large, cache).unwrap();
+        assert!(
+            note.contains("holds 100 MiB")
+                && note.contains("32 MiB")
+                && note.contains("--evict-mib 64"),
+            "{note}"
+        );
+        assert_eq!(profiling(&[]).warm_cache_note(small, cache), None);
+        assert_eq!(profiling(&[]).warm_cache_note(large, None), None);
+        assert_eq!(
+            profiling(&["--evict-mib", "64"]).warm_cache_note(large, cache),
+            None
+        );
+        assert_eq!(
+            profiling(&["--backend", "cuda"]).warm_cache_note(large, cache),
+            None
+        );
+    }
 }
