@@ -257,12 +257,7 @@ impl ValidatedPlan {
     /// median)`: how far single steps strayed, to judge a time error against.
     pub fn time_spread(&self) -> Option<f64> {
         let median = self.plan.measured_step_seconds?;
-        let (min, max) = self
-            .step_seconds
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &s| {
-                (lo.min(s), hi.max(s))
-            });
+        let (min, max) = range(&self.step_seconds);
         (median > 0.0 && min <= max).then(|| (max - min) / (2.0 * median))
     }
 
@@ -272,6 +267,15 @@ impl ValidatedPlan {
         (measured > 0.0)
             .then(|| (self.plan.predicted_peak_bytes_per_device as f64 - measured) / measured)
     }
+}
+
+/// The smallest and largest of `values` (`(inf, -inf)` when there are none).
+fn range(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        })
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -467,8 +471,7 @@ impl fmt::Display for ValidationReport {
             }
             let factors = &summary.session_time_factors;
             if !factors.is_empty() {
-                let low = factors.iter().copied().fold(f64::INFINITY, f64::min);
-                let high = factors.iter().copied().fold(0.0, f64::max);
+                let (low, high) = range(factors);
                 write!(
                     f,
                     "; session by session {low:.2}-{high:.2} of the sessions' time"
@@ -482,8 +485,7 @@ impl fmt::Display for ValidationReport {
                         [ratios.forward, ratios.backward]
                     })
                     .collect();
-                let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-                let high = ratios.iter().copied().fold(0.0, f64::max);
+                let (low, high) = range(&ratios);
                 write!(
                     f,
                     "; a part alone took {low:.2}-{high:.2} of its time with {} computing",

@@ -32,6 +32,10 @@
 //!   take turns with other work: `plan --validate` measures one before the validation and one
 //!   after each of its rounds, so that predictions from it see the machine's speed while the
 //!   plans ran (a shared machine's speed drifts between a profile and a validation).
+//! - On Linux with glibc, the allocator's adaptive thresholds can make the same large pass
+//!   take 1.6 times as long depending on what the process allocated before; the `megagraph`
+//!   binary fixes them with `mallopt` first thing in `main`, and a program of its own that
+//!   profiles can do the same (or set `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_`).
 //! - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
 //!   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
 //!   warning).
