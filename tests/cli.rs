@@ -46,6 +46,23 @@ fn train_writes_metrics_with_every_field() {
 }
 
 #[test]
+fn max_steps_stops_a_power_law_run_after_one_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("metrics.json");
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, "[synthetic]\nkind = \"power_law\"\nnodes = 300\nclasses = 3\nfeature_dim = 16\n").unwrap();
+    let mut args = vec!["train", "--config", config.to_str().unwrap(), "--epochs", "3", "--max-steps", "1"];
+    args.extend_from_slice(TINY);
+    args.extend_from_slice(&["--metrics-out", metrics.to_str().unwrap()]);
+    let output = megagraph(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
+    assert_eq!((json["dataset"].as_str(), json["steps"].as_u64()), (Some("power_law"), Some(1)), "{json}");
+    assert_eq!(json["epochs_run"], 1, "{json}");
+    assert_eq!(json["history"].as_array().map(Vec::len), Some(1), "{json}");
+}
+
+#[test]
 fn a_missing_dataset_is_an_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| {

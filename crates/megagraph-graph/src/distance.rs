@@ -4,11 +4,19 @@
 //! sequence. [`DistanceIndex`] stores exactly that, one byte per pair (`[S, S]`), never
 //! `S * S * H` floats; the model maps buckets to per-head biases itself.
 
+mod sparse;
+mod sparse_parallel;
+
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::GraphError;
 use crate::graph::Graph;
+
+pub use sparse::SparseDistanceIndex;
+pub use sparse_parallel::{
+    sparse_distance_index_parallel, sparse_distance_indexes, sparse_distance_indexes_with_progress,
+};
 
 /// The largest allowed `max_distance` (255 is reserved for "farther or unreachable").
 pub const MAX_DISTANCE_LIMIT: u8 = 254;
@@ -36,6 +44,8 @@ pub struct DistanceWorkspace {
     position: Vec<u32>,
     frontier: Vec<u32>,
     next: Vec<u32>,
+    /// `(position, bucket)` pairs of the sparse row being built.
+    row_entries: Vec<(u32, u8)>,
 }
 
 impl DistanceWorkspace {
@@ -50,6 +60,7 @@ impl DistanceWorkspace {
             position: vec![0; num_nodes],
             frontier: Vec::new(),
             next: Vec::new(),
+            row_entries: Vec::new(),
         }
     }
 
@@ -127,38 +138,7 @@ impl DistanceIndex {
         scope: DistanceScope,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
-        if max_distance > MAX_DISTANCE_LIMIT {
-            return Err(GraphError::MaxDistanceTooLarge { max_distance });
-        }
-        let n = graph.num_nodes();
-        if ws.visit_stamp.len() != n {
-            return Err(GraphError::InvalidConfig {
-                field: "workspace",
-                value: ws.visit_stamp.len().to_string(),
-                reason: "a workspace must be created for the graph's node count",
-            });
-        }
-        // Register the sequence members.
-        let round = ws.next_member_round();
-        for (i, &v) in nodes.iter().enumerate() {
-            if v as usize >= n {
-                return Err(GraphError::NodeOutOfRange {
-                    node: u64::from(v),
-                    num_nodes: n,
-                    position: i,
-                });
-            }
-            if ws.member_stamp[v as usize] == round {
-                return Err(GraphError::DuplicateNode {
-                    node: v,
-                    first: ws.position[v as usize] as usize,
-                    second: i,
-                });
-            }
-            ws.member_stamp[v as usize] = round;
-            ws.position[v as usize] = i as u32;
-        }
-
+        prepare_sequence(graph, nodes, max_distance, ws)?;
         let s = nodes.len();
         let far = max_distance + 1;
         let mut data = vec![far; s * s];
@@ -168,7 +148,9 @@ impl DistanceIndex {
             if max_distance == 0 || s == 1 {
                 continue;
             }
-            bfs_row(graph, source, max_distance, scope, ws, row, s - 1);
+            bfs_visit(graph, source, max_distance, scope, ws, s - 1, |p, depth| {
+                row[p] = depth;
+            });
         }
         Ok(Self {
             seq_len: s,
@@ -229,16 +211,63 @@ impl DistanceIndex {
     }
 }
 
-/// BFS from `source` up to depth `max_distance`, writing distances of sequence members into
-/// `row`; stops once `targets` other members are found.
-fn bfs_row(
+/// Checks `max_distance`, the workspace's size and the node list, and registers `nodes` as the
+/// current sequence members of `ws` (at their positions), ready for [`bfs_visit`].
+///
+/// # Errors
+/// [`GraphError::MaxDistanceTooLarge`], [`GraphError::InvalidConfig`] (workspace of another
+/// node count), [`GraphError::NodeOutOfRange`], [`GraphError::DuplicateNode`].
+fn prepare_sequence(
+    graph: &Graph,
+    nodes: &[u32],
+    max_distance: u8,
+    ws: &mut DistanceWorkspace,
+) -> Result<(), GraphError> {
+    if max_distance > MAX_DISTANCE_LIMIT {
+        return Err(GraphError::MaxDistanceTooLarge { max_distance });
+    }
+    let n = graph.num_nodes();
+    if ws.visit_stamp.len() != n {
+        return Err(GraphError::InvalidConfig {
+            field: "workspace",
+            value: ws.visit_stamp.len().to_string(),
+            reason: "a workspace must be created for the graph's node count",
+        });
+    }
+    let round = ws.next_member_round();
+    for (i, &v) in nodes.iter().enumerate() {
+        if v as usize >= n {
+            return Err(GraphError::NodeOutOfRange {
+                node: u64::from(v),
+                num_nodes: n,
+                position: i,
+            });
+        }
+        if ws.member_stamp[v as usize] == round {
+            return Err(GraphError::DuplicateNode {
+                node: v,
+                first: ws.position[v as usize] as usize,
+                second: i,
+            });
+        }
+        ws.member_stamp[v as usize] = round;
+        ws.position[v as usize] = i as u32;
+    }
+    Ok(())
+}
+
+/// BFS from `source` up to depth `max_distance` over the members registered by
+/// [`prepare_sequence`], calling `visit(position, depth)` once for every other member reached
+/// (depth `1..=max_distance`, in nondecreasing depth order; never for `source` itself); stops
+/// once `targets` other members are found.
+fn bfs_visit(
     graph: &Graph,
     source: u32,
     max_distance: u8,
     scope: DistanceScope,
     ws: &mut DistanceWorkspace,
-    row: &mut [u8],
     targets: usize,
+    mut visit: impl FnMut(usize, u8),
 ) {
     let stamp = ws.next_stamp();
     ws.visit_stamp[source as usize] = stamp;
@@ -260,7 +289,7 @@ fn bfs_row(
                 }
                 ws.visit_stamp[w as usize] = stamp;
                 if let Some(p) = pos {
-                    row[p] = depth;
+                    visit(p, depth);
                     found += 1;
                     if found == targets {
                         break 'levels;
@@ -367,7 +396,13 @@ mod tests {
         out
     }
 
-    fn random_graph(rng: &mut ChaCha8Rng, n: usize, m: usize, symmetrize: bool) -> Graph {
+    /// A graph of `n` nodes and `m` random arcs (self-loops kept).
+    pub(super) fn random_graph(
+        rng: &mut ChaCha8Rng,
+        n: usize,
+        m: usize,
+        symmetrize: bool,
+    ) -> Graph {
         let edges: Vec<(u32, u32)> = (0..m)
             .map(|_| (rng.random_range(0..n as u32), rng.random_range(0..n as u32)))
             .collect();
@@ -486,10 +521,11 @@ mod tests {
         let graph = Graph::from_edges(100, &edges, &GraphOptions::default()).unwrap();
         let sequences: Vec<Vec<u32>> = (0..10).map(|s| (s * 10..s * 10 + 10).collect()).collect();
         let ticks = AtomicUsize::new(0);
-        let with = distance_indexes_with_progress(&graph, &sequences, 3, DistanceScope::Graph, &|n| {
-            ticks.fetch_add(n, Ordering::Relaxed);
-        })
-        .unwrap();
+        let with =
+            distance_indexes_with_progress(&graph, &sequences, 3, DistanceScope::Graph, &|n| {
+                ticks.fetch_add(n, Ordering::Relaxed);
+            })
+            .unwrap();
         assert_eq!(ticks.into_inner(), 10);
         let without = distance_indexes(&graph, &sequences, 3, DistanceScope::Graph).unwrap();
         assert_eq!(with, without);

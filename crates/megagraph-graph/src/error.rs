@@ -40,6 +40,18 @@ pub enum GraphError {
         /// The requested maximum distance.
         max_distance: u8,
     },
+    /// A block of rows (e.g. of a sparse distance index) does not lie within `0..seq_len`.
+    #[error(
+        "row range {start}..{end} is not within 0..{seq_len} (start <= end <= sequence length)"
+    )]
+    RowRangeOutOfBounds {
+        /// First row of the requested range.
+        start: usize,
+        /// One past the last row of the requested range.
+        end: usize,
+        /// The sequence length the rows index.
+        seq_len: usize,
+    },
     /// A configuration field has an invalid value.
     #[error("invalid {field} = {value}: {reason}")]
     InvalidConfig {

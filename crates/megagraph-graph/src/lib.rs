@@ -10,7 +10,8 @@
 //! - [`sequence::node_sequences`]: all nodes grouped into sequences of at most `seq_len`
 //!   nodes, randomly or by a locality-preserving partition ([`sequence::edge_cut`] measures it).
 //! - [`distance::DistanceIndex`]: the `[S, S]` `u8` shortest-path buckets of one sequence, for
-//!   spatial attention biases.
+//!   spatial attention biases; [`distance::SparseDistanceIndex`]: the same buckets of a block
+//!   of query rows as CSR (only pairs within `max_distance`), for long sequences.
 //!
 //! This crate has no tensor-library dependency; everything is plain `Vec`s.
 
@@ -25,7 +26,11 @@ pub mod sequence;
 pub mod synthetic;
 
 pub use dataset::{Dataset, NodeFeatures, Split};
-pub use distance::{DistanceIndex, DistanceScope, DistanceWorkspace, distance_indexes, distance_indexes_with_progress};
+pub use distance::{
+    DistanceIndex, DistanceScope, DistanceWorkspace, SparseDistanceIndex, distance_indexes,
+    distance_indexes_with_progress, sparse_distance_index_parallel, sparse_distance_indexes,
+    sparse_distance_indexes_with_progress,
+};
 pub use error::{GraphError, LoadError};
 pub use graph::{Graph, GraphOptions, SelfLoops};
 pub use ogb::{LoadOptions, default_cache_dir, load_ogb};

@@ -25,7 +25,8 @@ mod trainer;
 pub use burn_train;
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, TrainConfig,
+    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, SyntheticKind,
+    TrainConfig,
     TrainingConfig,
 };
 pub use curves::write_training_curves;

@@ -40,6 +40,9 @@ pub struct TrainReport {
     pub seq_len: usize,
     /// Epochs run (including those of a resumed run).
     pub epochs_run: usize,
+    /// Optimizer steps taken in total (including those of a resumed run).
+    #[serde(default)]
+    pub steps: usize,
     /// Epoch with the best validation accuracy.
     pub best_epoch: usize,
     /// Best validation accuracy.

@@ -1,8 +1,8 @@
 use megagraph_graph::distance::DistanceScope;
 use megagraph_graph::sequence::SequenceStrategy;
-use megagraph_graph::{Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir, load_ogb};
+use megagraph_graph::{CsbmConfig, Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir, load_ogb};
 
-use crate::config::{DistanceKind, SequenceKind, TrainConfig};
+use crate::config::{DistanceKind, SequenceKind, SyntheticConfig, SyntheticKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
 use crate::error::{Result, TrainError};
 use crate::features::{row_normalized, with_propagated_hops};
@@ -30,9 +30,28 @@ pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
             };
             Ok(load_ogb(dir, &options)?)
         }
-        None => {
-            let csbm = config.synthetic.csbm();
-            Ok(csbm.generate()?)
+        None => synthetic_dataset(&config.synthetic),
+    }
+}
+
+/// The built-in synthetic dataset of a `[synthetic]` section. For `power_law`, the labels,
+/// features and split are the CSBM's of the same nodes, classes and seed (generated without
+/// edges) and the graph is the power-law graph: the edges carry no class signal.
+fn synthetic_dataset(synthetic: &SyntheticConfig) -> Result<Dataset> {
+    match synthetic.kind {
+        SyntheticKind::Csbm => Ok(synthetic.csbm().generate()?),
+        SyntheticKind::PowerLaw => {
+            let graph = synthetic.power_law().generate()?;
+            let planted = CsbmConfig {
+                avg_degree: 0.0,
+                ..synthetic.csbm()
+            }
+            .generate()?;
+            Ok(Dataset {
+                name: "power_law".into(),
+                graph,
+                ..planted
+            })
         }
     }
 }

@@ -133,6 +133,7 @@ impl<'a> NodeClassificationTrainer<'a> {
     fn fingerprint(&self) -> String {
         let mut config = self.config.clone();
         config.training.epochs = 0;
+        config.training.max_steps = None;
         config.training.resume = false;
         config.training.metrics_out = None;
         config.training.plot_dir = None;
@@ -295,8 +296,13 @@ impl<'a> NodeClassificationTrainer<'a> {
             .map(<[usize]>::to_vec)
             .collect();
         let mut stopped = format!("reached {} epochs", training.epochs);
+        let step_limit_reached = |step: usize| training.max_steps.is_some_and(|max| step >= max);
 
         while state.epoch < training.epochs {
+            if step_limit_reached(state.step) {
+                stopped = format!("reached {} steps (max_steps)", state.step);
+                break;
+            }
             if training.patience > 0 && state.epochs_without_improvement >= training.patience {
                 stopped = format!(
                     "early stop: no better validation accuracy for {} epochs",
@@ -315,10 +321,16 @@ impl<'a> NodeClassificationTrainer<'a> {
             order.shuffle(&mut ChaCha8Rng::seed_from_u64(
                 seed ^ (epoch as u64).rotate_left(32),
             ));
-            observer.epoch_started(epoch, training.epochs, steps_per_epoch);
+            let steps_this_epoch = training
+                .max_steps
+                .map_or(steps_per_epoch, |max| steps_per_epoch.min(max - state.step));
+            observer.epoch_started(epoch, training.epochs, steps_this_epoch);
 
             let (mut loss_sum, mut loss_steps, mut lr) = (0.0, 0, schedule.at(state.step));
             for indices in order.chunks(batch_size) {
+                if step_limit_reached(state.step) {
+                    break;
+                }
                 let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
                 let step_lr = schedule.at(state.step);
                 let Some(loss) = engine.step(indices, step_lr, dropout_seed)? else {
@@ -386,6 +398,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             sequences: num_sequences,
             seq_len: self.data.seq_len,
             epochs_run: state.epoch,
+            steps: state.step,
             best_epoch: state.best_epoch,
             best_valid_accuracy: state.best_valid_accuracy,
             test_accuracy: best_test,

@@ -2,7 +2,9 @@
 //! checkpoints resume exactly, bad configurations are refused.
 
 use burn::backend::{Autodiff, Flex};
-use megagraph_train::{NodeClassificationTrainer, Quiet, TrainConfig, TrainError, TrainReport, prepare};
+use megagraph_train::{
+    NodeClassificationTrainer, Quiet, SyntheticKind, TrainConfig, TrainError, TrainReport, prepare,
+};
 
 fn tiny_config() -> TrainConfig {
     let mut config = TrainConfig::default();
@@ -119,8 +121,20 @@ type InvalidField = (&'static str, fn(&mut TrainConfig));
 
 #[test]
 fn invalid_configurations_name_the_field() {
-    let cases: [InvalidField; 5] = [
+    let cases: [InvalidField; 11] = [
         ("model.dropout", |c| c.model.dropout = 1.5),
+        ("training.max_steps", |c| c.training.max_steps = Some(0)),
+        ("synthetic.nodes", |c| c.synthetic.nodes = 0),
+        ("synthetic.classes", |c| c.synthetic.classes = 0),
+        ("synthetic.avg_degree", |c| c.synthetic.avg_degree = 300.0),
+        ("synthetic.avg_degree", |c| {
+            c.synthetic.kind = SyntheticKind::PowerLaw;
+            c.synthetic.avg_degree = f64::NAN;
+        }),
+        ("synthetic.exponent", |c| {
+            c.synthetic.kind = SyntheticKind::PowerLaw;
+            c.synthetic.exponent = 1.0;
+        }),
         ("data.seq_len", |c| c.data.seq_len = 1),
         ("training.epochs", |c| c.training.epochs = 0),
         ("model.hidden", |c| {
@@ -148,4 +162,38 @@ fn config_files_report_the_line_of_an_error() {
     let parsed = TrainConfig::from_toml_str("[training]\nepochs = 3\n[model]\npreset = \"paper\"\n").unwrap();
     assert_eq!(parsed.training.epochs, 3);
     assert_eq!(parsed.model_config(None, 10, 2).num_layers, 16);
+}
+
+#[test]
+fn max_steps_stops_after_that_many_steps_across_epochs() {
+    let mut config = tiny_config();
+    // 300 nodes / seq_len 64 = 5 sequences, batch 2: 3 steps per epoch.
+    config.training.max_steps = Some(1);
+    let one = run(&config);
+    assert_eq!((one.steps, one.epochs_run, one.history.len()), (1, 1, 1), "{}", one.stopped);
+    assert!(one.stopped.contains("max_steps"), "{}", one.stopped);
+    config.training.max_steps = Some(4);
+    let four = run(&config);
+    assert_eq!((four.steps, four.epochs_run), (4, 2), "{}", four.stopped);
+    config.training.max_steps = None;
+    let all = run(&config);
+    assert_eq!((all.steps, all.epochs_run), (18, 6));
+}
+
+#[test]
+fn the_power_law_kind_trains_on_a_power_law_graph() {
+    let mut config = tiny_config();
+    config.synthetic.kind = SyntheticKind::PowerLaw;
+    config.synthetic.avg_degree = 6.0;
+    config.training.epochs = 2;
+    let data = prepare(&config).expect("prepare");
+    let ds = &data.dataset;
+    assert_eq!((ds.name.as_str(), ds.num_nodes(), ds.num_classes), ("power_law", 300, 3));
+    assert_eq!(ds.graph, config.synthetic.power_law().generate().expect("power law"));
+    let report = run(&config);
+    assert_eq!((report.dataset.as_str(), report.epochs_run), ("power_law", 2));
+    let parsed = TrainConfig::from_toml_str("[synthetic]\nkind = \"power_law\"\nexponent = 2.1\n").unwrap();
+    assert_eq!((parsed.synthetic.kind, parsed.synthetic.exponent), (SyntheticKind::PowerLaw, 2.1));
+    assert_eq!(TrainConfig::default().synthetic.kind, SyntheticKind::Csbm);
+    assert!(TrainConfig::from_toml_str("[synthetic]\nkind = \"powerlaw\"\n").is_err());
 }

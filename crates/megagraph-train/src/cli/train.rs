@@ -40,6 +40,9 @@ pub struct TrainArgs {
     /// Stop after this many epochs without a better validation accuracy (0 = never).
     #[arg(long, value_name = "N")]
     pub patience: Option<usize>,
+    /// Stop after N optimizer steps in total (across epochs); the run then ends normally.
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<usize>,
     /// Sequences per optimizer step.
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
@@ -199,6 +202,9 @@ impl TrainArgs {
         set(&mut c.training.seed, &self.seed);
         set(&mut c.training.epochs, &self.epochs);
         set(&mut c.training.patience, &self.patience);
+        if self.max_steps.is_some() {
+            c.training.max_steps = self.max_steps;
+        }
         set(&mut c.training.batch_size, &self.batch_size);
         set(&mut c.data.seq_len, &self.seq_len);
         set(&mut c.data.max_distance, &self.max_distance);

@@ -1,0 +1,657 @@
+//! [`SparseDistanceIndex`]: the shortest-path buckets of a block of query rows of one sequence,
+//! stored as CSR (only the pairs within `max_distance`), for sequences too long for `[S, S]`.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence};
+use crate::error::GraphError;
+use crate::graph::Graph;
+
+/// Shortest-path distance buckets from the nodes of a block of query rows of one sequence to
+/// every node of the sequence, stored sparsely.
+///
+/// The block holds the global rows `first_row..first_row + len()` of a sequence of `S =
+/// seq_len()` nodes. Row `i` of the block (local, `0..len()`) is the sequence position
+/// `first_row + i`; columns are global sequence positions `0..S`. As CSR:
+/// - `row_offsets`: `[len() + 1]` `u64`, row `i`'s entries are `row_offsets[i]..row_offsets[i + 1]`;
+/// - `columns`: `[nnz]` `u32` sequence positions, strictly ascending within each row;
+/// - `buckets`: `[nnz]` `u8` distances `0..=max_distance` (the diagonal is stored with bucket 0).
+///
+/// Every pair whose distance is at most `max_distance` is stored; every pair not stored reads as
+/// the far bucket `max_distance + 1` ("farther or unreachable"). The buckets equal those of a
+/// [`DistanceIndex`] of the same sequence, `max_distance` and scope.
+///
+/// Deserializing checks every invariant above (a malformed file is an error, never a panic
+/// later).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SparseParts")]
+pub struct SparseDistanceIndex {
+    first_row: usize,
+    seq_len: usize,
+    max_distance: u8,
+    row_offsets: Vec<u64>,
+    columns: Vec<u32>,
+    buckets: Vec<u8>,
+}
+
+/// The serialized fields of a [`SparseDistanceIndex`], validated before use.
+#[derive(Deserialize)]
+struct SparseParts {
+    first_row: usize,
+    seq_len: usize,
+    max_distance: u8,
+    row_offsets: Vec<u64>,
+    columns: Vec<u32>,
+    buckets: Vec<u8>,
+}
+
+/// Checks that `rows` lies within `0..seq_len`.
+pub(super) fn check_rows(rows: &Range<usize>, seq_len: usize) -> Result<(), GraphError> {
+    if rows.start > rows.end || rows.end > seq_len {
+        return Err(GraphError::RowRangeOutOfBounds {
+            start: rows.start,
+            end: rows.end,
+            seq_len,
+        });
+    }
+    Ok(())
+}
+
+impl SparseDistanceIndex {
+    /// Computes the rows `rows` (global sequence positions) of the distance index of the
+    /// sequence `nodes`: a bounded BFS from `nodes[i]` for each `i` in `rows` only, as in
+    /// [`DistanceIndex::new`]. Memory is `O(nnz + len())` plus a [`DistanceWorkspace`] of the
+    /// graph's node count; nothing `[S, S]` or `[rows, S]` is allocated. Allocates a fresh
+    /// workspace; use [`SparseDistanceIndex::with_workspace`] in loops.
+    ///
+    /// # Errors
+    /// [`GraphError::MaxDistanceTooLarge`] if `max_distance > 254`,
+    /// [`GraphError::NodeOutOfRange`] / [`GraphError::DuplicateNode`] for a bad node list,
+    /// [`GraphError::RowRangeOutOfBounds`] if `rows` is not within `0..nodes.len()`.
+    pub fn new(
+        graph: &Graph,
+        nodes: &[u32],
+        rows: Range<usize>,
+        max_distance: u8,
+        scope: DistanceScope,
+    ) -> Result<Self, GraphError> {
+        Self::with_workspace(
+            graph,
+            nodes,
+            rows,
+            max_distance,
+            scope,
+            &mut DistanceWorkspace::new(graph.num_nodes()),
+        )
+    }
+
+    /// [`SparseDistanceIndex::new`] reusing `ws`, which must have been created for a graph with
+    /// this node count.
+    ///
+    /// # Errors
+    /// As [`SparseDistanceIndex::new`]; also [`GraphError::InvalidConfig`] if the workspace is
+    /// for a different node count.
+    pub fn with_workspace(
+        graph: &Graph,
+        nodes: &[u32],
+        rows: Range<usize>,
+        max_distance: u8,
+        scope: DistanceScope,
+        ws: &mut DistanceWorkspace,
+    ) -> Result<Self, GraphError> {
+        let s = nodes.len();
+        check_rows(&rows, s)?;
+        prepare_sequence(graph, nodes, max_distance, ws)?;
+        let mut row_offsets = Vec::with_capacity(rows.len() + 1);
+        row_offsets.push(0u64);
+        let mut columns = Vec::with_capacity(rows.len());
+        let mut buckets = Vec::with_capacity(rows.len());
+        let mut entries = std::mem::take(&mut ws.row_entries);
+        for i in rows.clone() {
+            entries.clear();
+            entries.push((i as u32, 0));
+            if max_distance > 0 && s > 1 {
+                bfs_visit(
+                    graph,
+                    nodes[i],
+                    max_distance,
+                    scope,
+                    ws,
+                    s - 1,
+                    |p, depth| {
+                        entries.push((p as u32, depth));
+                    },
+                );
+            }
+            entries.sort_unstable_by_key(|&(p, _)| p);
+            columns.extend(entries.iter().map(|&(p, _)| p));
+            buckets.extend(entries.iter().map(|&(_, b)| b));
+            row_offsets.push(columns.len() as u64);
+        }
+        ws.row_entries = entries;
+        columns.shrink_to_fit();
+        buckets.shrink_to_fit();
+        Ok(Self {
+            first_row: rows.start,
+            seq_len: s,
+            max_distance,
+            row_offsets,
+            columns,
+            buckets,
+        })
+    }
+
+    /// The rows `rows` (global) of a dense index, stored sparsely.
+    ///
+    /// # Errors
+    /// [`GraphError::RowRangeOutOfBounds`] if `rows` is not within `0..dense.len()`.
+    pub fn from_dense(dense: &DistanceIndex, rows: Range<usize>) -> Result<Self, GraphError> {
+        check_rows(&rows, dense.len())?;
+        let max_distance = dense.max_distance();
+        let mut row_offsets = Vec::with_capacity(rows.len() + 1);
+        row_offsets.push(0u64);
+        let mut columns = Vec::new();
+        let mut buckets = Vec::new();
+        for i in rows.clone() {
+            for (j, &b) in dense.row(i).iter().enumerate() {
+                if b <= max_distance {
+                    columns.push(j as u32);
+                    buckets.push(b);
+                }
+            }
+            row_offsets.push(columns.len() as u64);
+        }
+        Ok(Self {
+            first_row: rows.start,
+            seq_len: dense.len(),
+            max_distance,
+            row_offsets,
+            columns,
+            buckets,
+        })
+    }
+
+    /// Concatenates blocks of consecutive rows of one sequence (in order) into one index.
+    /// `first_row` is the block's first global row, used when `blocks` is empty.
+    ///
+    /// # Errors
+    /// [`GraphError::InvalidConfig`] if the blocks disagree on `seq_len` or `max_distance`, or
+    /// are not consecutive starting at `first_row`.
+    pub(super) fn concat(
+        first_row: usize,
+        seq_len: usize,
+        max_distance: u8,
+        blocks: Vec<Self>,
+    ) -> Result<Self, GraphError> {
+        let rows: usize = blocks.iter().map(Self::len).sum();
+        let nnz: usize = blocks.iter().map(Self::nnz).sum();
+        let mut row_offsets = Vec::with_capacity(rows + 1);
+        row_offsets.push(0u64);
+        let mut columns = Vec::with_capacity(nnz);
+        let mut buckets = Vec::with_capacity(nnz);
+        let mut next_row = first_row;
+        for block in blocks {
+            if block.seq_len != seq_len
+                || block.max_distance != max_distance
+                || block.first_row != next_row
+            {
+                return Err(GraphError::InvalidConfig {
+                    field: "blocks",
+                    value: format!(
+                        "block at row {} (S {}, max_distance {})",
+                        block.first_row, block.seq_len, block.max_distance
+                    ),
+                    reason: "blocks must be consecutive rows of one index",
+                });
+            }
+            let base = columns.len() as u64;
+            row_offsets.extend(block.row_offsets[1..].iter().map(|&o| o + base));
+            columns.extend_from_slice(&block.columns);
+            buckets.extend_from_slice(&block.buckets);
+            next_row += block.len();
+        }
+        Ok(Self {
+            first_row,
+            seq_len,
+            max_distance,
+            row_offsets,
+            columns,
+            buckets,
+        })
+    }
+
+    /// Number of rows of the block.
+    pub fn len(&self) -> usize {
+        self.row_offsets.len() - 1
+    }
+
+    /// Whether the block has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The global sequence positions of the block's rows, `first_row..first_row + len()`.
+    pub fn global_rows(&self) -> Range<usize> {
+        self.first_row..self.first_row + self.len()
+    }
+
+    /// Global sequence position of the block's first row.
+    pub fn first_row(&self) -> usize {
+        self.first_row
+    }
+
+    /// Number of columns: the sequence length `S`.
+    pub fn seq_len(&self) -> usize {
+        self.seq_len
+    }
+
+    /// The largest exactly stored distance.
+    pub fn max_distance(&self) -> u8 {
+        self.max_distance
+    }
+
+    /// Number of distinct bucket values: `max_distance + 2` (`0..=max_distance` and "farther").
+    pub fn num_buckets(&self) -> usize {
+        usize::from(self.max_distance) + 2
+    }
+
+    /// The bucket of every pair not stored: `max_distance + 1`.
+    pub fn far_bucket(&self) -> u8 {
+        self.max_distance + 1
+    }
+
+    /// Number of stored pairs (including the diagonal).
+    pub fn nnz(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Row offsets, `[len() + 1]`.
+    pub fn row_offsets(&self) -> &[u64] {
+        &self.row_offsets
+    }
+
+    /// Column (global sequence position) of every stored pair, `[nnz]`.
+    pub fn columns(&self) -> &[u32] {
+        &self.columns
+    }
+
+    /// Bucket of every stored pair, `[nnz]`, each `0..=max_distance`.
+    pub fn buckets(&self) -> &[u8] {
+        &self.buckets
+    }
+
+    /// Bytes of the CSR arrays: `8 * (len() + 1) + 4 * nnz + nnz`.
+    pub fn bytes(&self) -> usize {
+        8 * self.row_offsets.len() + 4 * self.columns.len() + self.buckets.len()
+    }
+
+    /// Bytes the same rows take as a dense `[len(), S]` `u8` block.
+    pub fn dense_bytes(&self) -> usize {
+        self.len() * self.seq_len
+    }
+
+    /// The stored pairs of local row `i`: columns (ascending) and their buckets, both `[k]`.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn row(&self, i: usize) -> (&[u32], &[u8]) {
+        let start = self.row_offsets[i] as usize;
+        let end = self.row_offsets[i + 1] as usize;
+        (&self.columns[start..end], &self.buckets[start..end])
+    }
+
+    /// Bucket from local row `i` (sequence position `first_row + i`) to sequence position `j`
+    /// (binary search).
+    ///
+    /// # Panics
+    /// If `i >= len()` or `j >= seq_len()`.
+    pub fn get(&self, i: usize, j: usize) -> u8 {
+        assert!(
+            j < self.seq_len,
+            "column {j} out of range for length {}",
+            self.seq_len
+        );
+        let (columns, buckets) = self.row(i);
+        match columns.binary_search(&(j as u32)) {
+            Ok(k) => buckets[k],
+            Err(_) => self.far_bucket(),
+        }
+    }
+
+    /// Writes the dense bucket tile `[rows.len(), cols.len()]` (row-major) of local rows `rows`
+    /// and global columns `cols` into `out`, the far bucket where nothing is stored. Costs
+    /// `O(rows.len() * (cols.len() + log nnz_per_row))`: each row's first column `>= cols.start`
+    /// is found by binary search.
+    ///
+    /// # Panics
+    /// If `rows` is not within `0..len()`, `cols` not within `0..seq_len()`, or `out.len() !=
+    /// rows.len() * cols.len()`.
+    pub fn fill_tile(&self, rows: Range<usize>, cols: Range<usize>, out: &mut [u8]) {
+        assert!(
+            rows.start <= rows.end && rows.end <= self.len(),
+            "rows {rows:?} not within 0..{}",
+            self.len()
+        );
+        assert!(
+            cols.start <= cols.end && cols.end <= self.seq_len,
+            "columns {cols:?} not within 0..{}",
+            self.seq_len
+        );
+        let width = cols.len();
+        assert_eq!(
+            out.len(),
+            rows.len() * width,
+            "tile buffer of {} bytes for a {} x {width} tile",
+            out.len(),
+            rows.len()
+        );
+        out.fill(self.far_bucket());
+        if width == 0 {
+            return;
+        }
+        for (r, out_row) in rows.zip(out.chunks_exact_mut(width)) {
+            let (columns, buckets) = self.row(r);
+            let start = columns.partition_point(|&c| (c as usize) < cols.start);
+            for (&c, &b) in columns[start..].iter().zip(&buckets[start..]) {
+                let c = c as usize;
+                if c >= cols.end {
+                    break;
+                }
+                out_row[c - cols.start] = b;
+            }
+        }
+    }
+
+    /// The whole block as dense bytes, `[len(), S]` row-major (equal to those rows of the
+    /// [`DistanceIndex`] of the sequence).
+    pub fn to_dense_rows(&self) -> Vec<u8> {
+        let mut out = vec![0; self.dense_bytes()];
+        self.fill_tile(0..self.len(), 0..self.seq_len, &mut out);
+        out
+    }
+}
+
+impl TryFrom<SparseParts> for SparseDistanceIndex {
+    type Error = GraphError;
+
+    fn try_from(p: SparseParts) -> Result<Self, GraphError> {
+        let bad = |field: &'static str, value: String, reason: &'static str| {
+            Err(GraphError::InvalidConfig {
+                field,
+                value,
+                reason,
+            })
+        };
+        if p.max_distance > super::MAX_DISTANCE_LIMIT {
+            return Err(GraphError::MaxDistanceTooLarge {
+                max_distance: p.max_distance,
+            });
+        }
+        let Some((&first, _)) = p.row_offsets.split_first() else {
+            return bad("row_offsets", "[]".into(), "must hold rows + 1 offsets");
+        };
+        let rows = p.row_offsets.len() - 1;
+        check_rows(&(p.first_row..p.first_row.saturating_add(rows)), p.seq_len)?;
+        let nnz = p.columns.len() as u64;
+        if first != 0 || p.row_offsets.last() != Some(&nnz) || p.buckets.len() != p.columns.len() {
+            return bad(
+                "row_offsets",
+                format!("{first}..{:?} for {nnz} columns", p.row_offsets.last()),
+                "must start at 0 and end at nnz = columns.len() = buckets.len()",
+            );
+        }
+        for (i, w) in p.row_offsets.windows(2).enumerate() {
+            if w[0] > w[1] {
+                return bad(
+                    "row_offsets",
+                    format!("row {i}: {}..{}", w[0], w[1]),
+                    "must be nondecreasing",
+                );
+            }
+            let (start, end) = (w[0] as usize, w[1] as usize);
+            let cols = &p.columns[start..end];
+            if cols.windows(2).any(|c| c[0] >= c[1])
+                || cols.last().is_some_and(|&c| c as usize >= p.seq_len)
+            {
+                return bad(
+                    "columns",
+                    format!("row {i}"),
+                    "must be strictly ascending and below seq_len within each row",
+                );
+            }
+        }
+        if let Some(b) = p.buckets.iter().find(|&&b| b > p.max_distance) {
+            return bad(
+                "buckets",
+                b.to_string(),
+                "stored buckets must be at most max_distance",
+            );
+        }
+        Ok(Self {
+            first_row: p.first_row,
+            seq_len: p.seq_len,
+            max_distance: p.max_distance,
+            row_offsets: p.row_offsets,
+            columns: p.columns,
+            buckets: p.buckets,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distance::tests::random_graph;
+    use crate::graph::GraphOptions;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const SCOPES: [DistanceScope; 2] = [DistanceScope::Graph, DistanceScope::Induced];
+    const MAXES: [u8; 6] = [0, 1, 2, 3, 5, 254];
+
+    fn random_range(rng: &mut ChaCha8Rng, len: usize) -> Range<usize> {
+        let a = rng.random_range(0..=len);
+        let b = rng.random_range(0..=len);
+        a.min(b)..a.max(b)
+    }
+
+    #[test]
+    fn matches_dense_on_random_graphs_rows_and_tiles() {
+        let mut rng = ChaCha8Rng::seed_from_u64(23);
+        for trial in 0..60 {
+            let n = rng.random_range(1..60);
+            let m = rng.random_range(0..3 * n);
+            let g = random_graph(&mut rng, n, m, trial % 2 == 0);
+            let mut all: Vec<u32> = (0..n as u32).collect();
+            all.shuffle(&mut rng);
+            let s = rng.random_range(1..=n);
+            let nodes = &all[..s];
+            let mut ws = DistanceWorkspace::new(n);
+            for max in MAXES {
+                for scope in SCOPES {
+                    let dense = DistanceIndex::new(&g, nodes, max, scope).unwrap();
+                    let rows = random_range(&mut rng, s);
+                    let ctx = format!("trial {trial} max {max} {scope:?} rows {rows:?}");
+                    let sparse = if trial % 3 == 0 {
+                        SparseDistanceIndex::new(&g, nodes, rows.clone(), max, scope).unwrap()
+                    } else {
+                        // A reused workspace must give the same result.
+                        SparseDistanceIndex::with_workspace(
+                            &g,
+                            nodes,
+                            rows.clone(),
+                            max,
+                            scope,
+                            &mut ws,
+                        )
+                        .unwrap()
+                    };
+                    let expected = &dense.as_bytes()[rows.start * s..rows.end * s];
+                    assert_eq!(sparse.to_dense_rows(), expected, "{ctx}");
+                    assert_eq!(
+                        sparse,
+                        SparseDistanceIndex::from_dense(&dense, rows.clone()).unwrap(),
+                        "{ctx}"
+                    );
+                    assert_eq!(sparse.len(), rows.len());
+                    assert_eq!(sparse.global_rows(), rows.clone());
+                    assert_eq!(sparse.seq_len(), s);
+                    assert_eq!(sparse.num_buckets(), dense.num_buckets());
+                    assert_eq!(sparse.far_bucket(), max + 1);
+                    let stored = expected.iter().filter(|&&b| b <= max).count();
+                    assert_eq!(sparse.nnz(), stored, "{ctx}");
+                    assert_eq!(sparse.bytes(), 8 * (rows.len() + 1) + 5 * stored);
+                    assert_eq!(sparse.dense_bytes(), rows.len() * s);
+                    for local in 0..sparse.len() {
+                        let (cols, buckets) = sparse.row(local);
+                        assert!(cols.windows(2).all(|c| c[0] < c[1]), "{ctx}");
+                        assert!(buckets.iter().all(|&b| b <= max), "{ctx}");
+                        let global = rows.start + local;
+                        assert_eq!(sparse.get(local, global), 0, "{ctx} diagonal");
+                    }
+                    for _ in 0..4 {
+                        let tr = random_range(&mut rng, rows.len());
+                        let tc = random_range(&mut rng, s);
+                        let mut tile = vec![77; tr.len() * tc.len()];
+                        sparse.fill_tile(tr.clone(), tc.clone(), &mut tile);
+                        for (a, r) in tr.clone().enumerate() {
+                            for (b, c) in tc.clone().enumerate() {
+                                let want = dense.get(rows.start + r, c);
+                                assert_eq!(tile[a * tc.len() + b], want, "{ctx} tile");
+                                assert_eq!(sparse.get(r, c), want, "{ctx} get");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_ranges_and_sequences() {
+        let g = Graph::from_edges(4, &[(0, 1), (1, 2)], &GraphOptions::default()).unwrap();
+        let nodes = [0, 2, 3];
+        for start in 0..=3 {
+            let idx = SparseDistanceIndex::new(&g, &nodes, start..start, 4, DistanceScope::Graph)
+                .unwrap();
+            assert!(idx.is_empty());
+            assert_eq!((idx.nnz(), idx.first_row(), idx.seq_len()), (0, start, 3));
+            assert_eq!(idx.row_offsets(), &[0]);
+            assert!(idx.to_dense_rows().is_empty());
+        }
+        let idx = SparseDistanceIndex::new(&g, &nodes, 0..3, 4, DistanceScope::Graph).unwrap();
+        assert_eq!(idx.columns(), &[0, 1, 0, 1, 2]);
+        assert_eq!(idx.buckets(), &[0, 2, 2, 0, 0]);
+        assert_eq!(idx.row_offsets(), &[0, 2, 4, 5]);
+        let mut none: [u8; 0] = [];
+        idx.fill_tile(1..1, 0..3, &mut none);
+        idx.fill_tile(0..3, 2..2, &mut none);
+        let empty = SparseDistanceIndex::new(&g, &[], 0..0, 2, DistanceScope::Graph).unwrap();
+        assert_eq!((empty.len(), empty.seq_len(), empty.nnz()), (0, 0, 0));
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let g = Graph::from_edges(3, &[(0, 1)], &GraphOptions::default()).unwrap();
+        let scope = DistanceScope::Graph;
+        assert!(matches!(
+            SparseDistanceIndex::new(&g, &[0, 1], 0..2, 255, scope),
+            Err(GraphError::MaxDistanceTooLarge { max_distance: 255 })
+        ));
+        assert!(matches!(
+            SparseDistanceIndex::new(&g, &[0, 3], 0..1, 2, scope),
+            Err(GraphError::NodeOutOfRange {
+                node: 3,
+                position: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            SparseDistanceIndex::new(&g, &[1, 0, 1], 0..1, 2, scope),
+            Err(GraphError::DuplicateNode {
+                node: 1,
+                first: 0,
+                second: 2
+            })
+        ));
+        assert!(matches!(
+            SparseDistanceIndex::new(&g, &[0, 1], 1..3, 2, scope),
+            Err(GraphError::RowRangeOutOfBounds {
+                start: 1,
+                end: 3,
+                seq_len: 2
+            })
+        ));
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = 2..1;
+        assert!(matches!(
+            SparseDistanceIndex::new(&g, &[0, 1, 2], reversed, 2, scope),
+            Err(GraphError::RowRangeOutOfBounds { .. })
+        ));
+        let dense = DistanceIndex::new(&g, &[0, 1], 2, scope).unwrap();
+        assert!(matches!(
+            SparseDistanceIndex::from_dense(&dense, 0..3),
+            Err(GraphError::RowRangeOutOfBounds { .. })
+        ));
+        assert!(matches!(
+            SparseDistanceIndex::with_workspace(
+                &g,
+                &[0],
+                0..1,
+                2,
+                scope,
+                &mut DistanceWorkspace::new(5)
+            ),
+            Err(GraphError::InvalidConfig {
+                field: "workspace",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    #[should_panic(expected = "tile buffer")]
+    fn fill_tile_checks_the_buffer() {
+        let g = Graph::from_edges(2, &[(0, 1)], &GraphOptions::default()).unwrap();
+        let idx = SparseDistanceIndex::new(&g, &[0, 1], 0..2, 2, DistanceScope::Graph).unwrap();
+        idx.fill_tile(0..2, 0..2, &mut [0; 3]);
+    }
+
+    #[test]
+    fn serde_round_trips_and_rejects_malformed() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let g = random_graph(&mut rng, 40, 90, true);
+        let nodes: Vec<u32> = (0..40).collect();
+        let idx = SparseDistanceIndex::new(&g, &nodes, 5..30, 3, DistanceScope::Graph).unwrap();
+        assert!(
+            idx.row(0).0.len() >= 2,
+            "the test swaps two columns of row 0"
+        );
+        let json = serde_json::to_string(&idx).unwrap();
+        let back: SparseDistanceIndex = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, idx);
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for (field, bad) in [
+            ("first_row", serde_json::json!(20)),
+            ("row_offsets", serde_json::json!([])),
+            ("columns", serde_json::json!([0])),
+            ("max_distance", serde_json::json!(0)),
+            ("seq_len", serde_json::json!(10)),
+        ] {
+            let saved = v[field].clone();
+            v[field] = bad;
+            assert!(
+                serde_json::from_value::<SparseDistanceIndex>(v.clone()).is_err(),
+                "{field}"
+            );
+            v[field] = saved;
+        }
+        // Swapping two columns of a row breaks the ascending order.
+        let cols = v["columns"].as_array_mut().unwrap();
+        cols.swap(0, 1);
+        assert!(serde_json::from_value::<SparseDistanceIndex>(v).is_err());
+    }
+}
