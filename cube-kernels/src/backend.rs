@@ -95,8 +95,6 @@ pub trait GraphAttentionBackend: Backend {
     }
 }
 
-impl GraphAttentionBackend for burn::backend::Flex {}
-
 /// An autodiff backend whose inner backend also runs the op (what training code bounds on).
 pub trait GraphAttentionAutodiffBackend:
     GraphAttentionBackend + AutodiffBackend<InnerBackend: GraphAttentionBackend>

@@ -1,5 +1,7 @@
 //! Reference implementation of the op with Burn tensor ops, one key tile at a time. It runs on
-//! every backend and defines the numerics that custom kernels reproduce.
+//! every backend and defines the numerics that custom kernels reproduce: it is what
+//! [`GraphAttentionBackend`](crate::GraphAttentionBackend)'s default methods run, and it is public
+//! so that tests and benchmarks can compare a backend's own kernels with it on that backend.
 //!
 //! Forward (online softmax): for each key tile `s = qs·kᵀ + bias` (masked keys `-inf`),
 //! `m' = max(m, rowmax(s))`, `l = l·e^(m−m') + rowsum(e^(s−m'))`,
@@ -267,8 +269,9 @@ fn batch_slice<B: Backend>(
 
 /// Reference forward pass; see [`GraphAttentionBackend::graph_attention_forward`](crate::GraphAttentionBackend::graph_attention_forward).
 ///
-/// Runs [`batch_chunks`] of the batch one after the other.
-pub(crate) fn forward<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTensor<B> {
+/// Runs chunks of the batch one after the other, as many elements at once as keep a tile's
+/// logits near 1 MiB.
+pub fn forward<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTensor<B> {
     forward_in_chunks(inputs, TILE_BYTES)
 }
 
@@ -322,8 +325,9 @@ fn forward_chunk<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTensor<B> 
 
 /// Reference backward pass; see [`GraphAttentionBackend::graph_attention_backward`](crate::GraphAttentionBackend::graph_attention_backward).
 ///
-/// Runs [`batch_chunks`] of the batch one after the other; the table gradient is their sum.
-pub(crate) fn backward<B: Backend>(
+/// Runs chunks of the batch one after the other, as [`forward`]; the table gradient is their
+/// sum.
+pub fn backward<B: Backend>(
     inputs: GraphAttentionInputs<B>,
     packed_output: FloatTensor<B>,
     packed_grad: FloatTensor<B>,

@@ -1,0 +1,329 @@
+//! The op fused for the [`Flex`] CPU backend: one pass over the (query tile × key tile) blocks per
+//! (batch, head), in plain Rust on the tensors' host memory, parallel with rayon.
+//!
+//! Per block the forward pass computes `qs·kᵀ` once, adds the bias gathered from the distance
+//! index and the table (plus a dense bias and the key mask), and runs the online softmax and `P·V`
+//! on the block while it is in the cache; the backward pass recomputes the block the same way,
+//! FlashAttention-2 style. The numerics are those of the [reference](mod@crate::reference) (same
+//! running maximum from `f32::MIN`, same treatment of rows without a visible key), within float
+//! rounding: the arithmetic is `f32` with another summation order and a polynomial `exp`.
+//!
+//! Inputs that are not `f32`, or a distance index whose buckets do not fit a byte, go to the
+//! reference implementation instead.
+
+mod backward;
+mod forward;
+mod tile;
+
+use burn::backend::Flex;
+use burn::backend::flex::FlexTensor;
+use burn::tensor::{DType, TensorData, TensorMetadata};
+
+use crate::backend::GraphAttentionInputs;
+
+use backward::backward;
+use forward::forward;
+
+/// Query rows per forward task and per backward tile.
+const QUERY_TILE: usize = 64;
+
+/// Keys per tile: the op's `block_size`, kept within what keeps a tile's scratch rows in the L1
+/// and L2 caches and amortizes the per-tile work.
+fn key_tile(block_size: usize) -> usize {
+    block_size.clamp(16, 512)
+}
+
+/// The sizes of one call.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    batch: usize,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+}
+
+/// The distance bias on the host: the index bytes and the table transposed to `[heads, buckets]`.
+struct HostDistance {
+    /// `[batch, q_len, total_k_len]` buckets.
+    index: HostBytes,
+    total_k_len: usize,
+    column_offset: usize,
+    /// Per head the table's column, padded with zeros to 256 entries so that any `u8` bucket
+    /// indexes it without a bounds check.
+    table_t: Vec<[f32; 256]>,
+    buckets: usize,
+}
+
+impl HostDistance {
+    /// The `k_len` buckets of query row `i` of batch element `b` that this key block reads.
+    #[inline(always)]
+    fn row(&self, b: usize, i: usize, dims: &Dims) -> &[u8] {
+        let start = (b * dims.q_len + i) * self.total_k_len + self.column_offset;
+        &self.index.as_slice()[start..start + dims.k_len]
+    }
+
+    /// The table column of head `h` (`[buckets]`, padded to 256).
+    #[inline(always)]
+    fn table(&self, h: usize) -> &[f32; 256] {
+        &self.table_t[h]
+    }
+}
+
+/// A `u8` buffer, borrowed from a contiguous tensor or converted from a wider int dtype.
+enum HostBytes {
+    Tensor(FlexTensor),
+    Owned(Vec<u8>),
+}
+
+impl HostBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Tensor(t) => t.as_slice::<u8>().unwrap_or_default(),
+            Self::Owned(v) => v,
+        }
+    }
+}
+
+/// The op's inputs as host memory.
+struct HostInputs {
+    dims: Dims,
+    /// `[batch, heads, q_len, head_dim]`, contiguous `f32`.
+    q: FlexTensor,
+    /// `[batch, heads, k_len, head_dim]`, contiguous `f32`.
+    k: FlexTensor,
+    v: FlexTensor,
+    distance: Option<HostDistance>,
+    /// `[batch, heads, q_len, k_len]`, contiguous `f32`.
+    dense: Option<FlexTensor>,
+    /// `[batch, k_len]`: `0` for a visible key, `-inf` for a masked one.
+    mask_add: Option<Vec<f32>>,
+    scale: f32,
+    key_tile: usize,
+}
+
+/// A contiguous `f32` copy-free view of `tensor`, or `None` for another dtype.
+fn contiguous_f32(tensor: &FlexTensor) -> Option<FlexTensor> {
+    (tensor.dtype() == DType::F32).then(|| tensor.to_contiguous())
+}
+
+/// The float slice of a tensor made by [`contiguous_f32`] (or by this module).
+fn floats(tensor: &FlexTensor) -> &[f32] {
+    tensor.as_slice::<f32>().unwrap_or_default()
+}
+
+/// A new `f32` tensor of `shape` holding `values`.
+fn tensor(values: Vec<f32>, shape: Vec<usize>) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
+impl HostInputs {
+    /// Host views of `inputs`, or `None` when the fused path does not apply (a float dtype other
+    /// than `f32`, bucket values beyond `u8`).
+    ///
+    /// # Panics
+    /// If the distance index holds a bucket outside the table (the op's contract leaves such
+    /// input undefined; here it is a clear panic, not a wrong result).
+    fn new(inputs: &GraphAttentionInputs<Flex>) -> Option<Self> {
+        let q = contiguous_f32(&inputs.q)?;
+        let k = contiguous_f32(&inputs.k)?;
+        let v = contiguous_f32(&inputs.v)?;
+        let [batch, heads, q_len, head_dim] = dims4(&q);
+        let k_len = dims4(&k)[2];
+        let dims = Dims {
+            batch,
+            heads,
+            q_len,
+            k_len,
+            head_dim,
+        };
+        let dense = match &inputs.dense {
+            Some(dense) => Some(contiguous_f32(dense)?),
+            None => None,
+        };
+        let distance = match &inputs.distance {
+            Some(d) => {
+                let table = contiguous_f32(&d.table)?;
+                let buckets = table.shape()[0];
+                let table = floats(&table);
+                let index = host_bytes(&d.index)?;
+                if buckets > 256 {
+                    // a byte index reaches 256 rows at most; the reference handles the rest
+                    return None;
+                }
+                let mut table_t = vec![[0.0; 256]; heads];
+                for bucket in 0..buckets {
+                    for (h, column) in table_t.iter_mut().enumerate() {
+                        column[bucket] = table[bucket * heads + h];
+                    }
+                }
+                let total_k_len = d.index.shape()[2];
+                if let Some(&worst) = index.as_slice().iter().max()
+                    && usize::from(worst) >= buckets
+                {
+                    panic!(
+                        "the distance index holds bucket {worst}, but the table has {buckets} rows"
+                    );
+                }
+                Some(HostDistance {
+                    index,
+                    total_k_len,
+                    column_offset: d.column_offset,
+                    table_t,
+                    buckets,
+                })
+            }
+            None => None,
+        };
+        let mask_add = inputs.key_padding_mask.as_ref().map(|mask| {
+            mask.clone()
+                .into_data()
+                .iter::<bool>()
+                .map(|masked| if masked { f32::NEG_INFINITY } else { 0.0 })
+                .collect()
+        });
+        Some(Self {
+            dims,
+            q,
+            k,
+            v,
+            distance,
+            dense,
+            mask_add,
+            scale: inputs.scale,
+            key_tile: key_tile(inputs.block_size),
+        })
+    }
+
+    /// Adds the bias of query row `i` (batch `b`, head `h`) over keys `j0..j0 + row.len()` to
+    /// `row`: table entries through the index, the dense bias, `-inf` for masked keys.
+    #[inline(always)]
+    fn add_bias(&self, b: usize, h: usize, i: usize, j0: usize, row: &mut [f32]) {
+        let t = row.len();
+        let dims = &self.dims;
+        if let Some(d) = &self.distance {
+            let table = d.table(h);
+            let buckets = &d.row(b, i, dims)[j0..j0 + t];
+            for (s, &bucket) in row.iter_mut().zip(buckets) {
+                *s += table[usize::from(bucket)];
+            }
+        }
+        if let Some(dense) = &self.dense {
+            let start = ((b * dims.heads + h) * dims.q_len + i) * dims.k_len + j0;
+            for (s, x) in row.iter_mut().zip(&floats(dense)[start..start + t]) {
+                *s += x;
+            }
+        }
+        if let Some(mask) = &self.mask_add {
+            let start = b * dims.k_len + j0;
+            for (s, m) in row.iter_mut().zip(&mask[start..start + t]) {
+                *s += m;
+            }
+        }
+    }
+}
+
+/// The four dimensions of a rank-4 tensor.
+fn dims4(tensor: &FlexTensor) -> [usize; 4] {
+    let dims = tensor.shape().dims::<4>();
+    [dims[0], dims[1], dims[2], dims[3]]
+}
+
+/// The index as bytes: borrowed when it is a `u8` tensor, converted when every value fits a
+/// byte, `None` otherwise.
+fn host_bytes(index: &FlexTensor) -> Option<HostBytes> {
+    if index.dtype() == DType::U8 {
+        return Some(HostBytes::Tensor(index.to_contiguous()));
+    }
+    index
+        .clone()
+        .into_data()
+        .iter::<i64>()
+        .map(|value| u8::try_from(value).ok())
+        .collect::<Option<Vec<u8>>>()
+        .map(HostBytes::Owned)
+}
+
+/// Key tiles of one (batch, head), transposed and padded for [`tile`]'s products: tile `t` of
+/// keys `t·tile..` is a `[head_dim, width]` block, `width` the tile's key count rounded up to
+/// [`tile::LANES`].
+struct KeyTiles {
+    /// `(first key, key count, offset of the block)` per tile.
+    tiles: Vec<(usize, usize, usize)>,
+    head_dim: usize,
+    len: usize,
+}
+
+impl KeyTiles {
+    /// The tiling of `k_len` keys in tiles of `tile` with `head_dim` rows per block.
+    fn new(k_len: usize, tile: usize, head_dim: usize) -> Self {
+        let mut tiles = Vec::new();
+        let mut offset = 0;
+        for j0 in (0..k_len).step_by(tile) {
+            let t = tile.min(k_len - j0);
+            tiles.push((j0, t, offset));
+            offset += head_dim * tile::padded(t);
+        }
+        Self {
+            tiles,
+            head_dim,
+            len: offset,
+        }
+    }
+
+    /// Floats of all blocks together.
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `rows [k_len, head_dim]` rearranged into the blocks (padding zero).
+    fn transpose(&self, rows: &[f32]) -> Vec<f32> {
+        let dh = self.head_dim;
+        let mut out = vec![0.0; self.len];
+        for &(j0, t, offset) in &self.tiles {
+            let width = tile::padded(t);
+            for j in 0..t {
+                for d in 0..dh {
+                    out[offset + d * width + j] = rows[(j0 + j) * dh + d];
+                }
+            }
+        }
+        out
+    }
+
+    /// The blocks rearranged back into rows `[k_len, head_dim]`, written to `rows`.
+    fn untranspose(&self, blocks: &[f32], rows: &mut [f32]) {
+        let dh = self.head_dim;
+        for &(j0, t, offset) in &self.tiles {
+            let width = tile::padded(t);
+            for j in 0..t {
+                for d in 0..dh {
+                    rows[(j0 + j) * dh + d] = blocks[offset + d * width + j];
+                }
+            }
+        }
+    }
+}
+
+impl crate::GraphAttentionBackend for Flex {
+    fn graph_attention_forward(
+        inputs: GraphAttentionInputs<Self>,
+    ) -> burn::tensor::ops::FloatTensor<Self> {
+        match HostInputs::new(&inputs) {
+            Some(host) => forward(&host),
+            None => crate::reference::forward(inputs),
+        }
+    }
+
+    fn graph_attention_backward(
+        inputs: GraphAttentionInputs<Self>,
+        packed_output: burn::tensor::ops::FloatTensor<Self>,
+        packed_grad: burn::tensor::ops::FloatTensor<Self>,
+    ) -> crate::GraphAttentionGrads<Self> {
+        let packed = (contiguous_f32(&packed_output), contiguous_f32(&packed_grad));
+        match (HostInputs::new(&inputs), packed) {
+            (Some(host), (Some(output), Some(grad))) => backward(&host, &output, &grad),
+            _ => crate::reference::backward(inputs, packed_output, packed_grad),
+        }
+    }
+}
