@@ -15,11 +15,57 @@ use crate::graph::Graph;
 
 pub use sparse::SparseDistanceIndex;
 pub use sparse_parallel::{
-    sparse_distance_index_parallel, sparse_distance_indexes, sparse_distance_indexes_with_progress,
+    sparse_distance_index_parallel, sparse_distance_index_parallel_budgeted,
+    sparse_distance_indexes, sparse_distance_indexes_budgeted,
+    sparse_distance_indexes_with_progress,
 };
 
 /// The largest allowed `max_distance` (255 is reserved for "farther or unreachable").
 pub const MAX_DISTANCE_LIMIT: u8 = 254;
+
+/// Default of [`BfsBudget::max_arcs_per_source`]: `2^16` adjacency entries per BFS source (on a
+/// 2.5M-node / 120M-arc power-law graph, about 1,700 rows a second on 2 cores, and 550 pairs
+/// within distance 3 kept per row of a 50k-node sequence).
+pub const DEFAULT_MAX_ARCS_PER_SOURCE: usize = 1 << 16;
+
+/// A cap on the work of one bounded BFS (one row of a distance index), for high-degree graphs.
+///
+/// On a power-law graph a depth-3 BFS from almost any node reaches a hub within two steps and
+/// then scans a large part of the graph (on 2.5M nodes / 120M arcs, tens of millions of arcs
+/// per source), so exact rows for a sequence of 65,536 sources are out of reach. With
+/// `max_arcs_per_source = Some(m)`, the BFS of one source stops as soon as it has examined `m`
+/// adjacency entries (a neighbour list is cut in the middle if need be).
+///
+/// What this does to exactness: BFS finds nodes level by level, and it only ever stops in the
+/// middle of a level, so every node it found has its exact distance; the nodes it had not yet
+/// found are left out. Hence, for every pair, the capped bucket is never smaller than the exact
+/// one; a capped bucket `<= max_distance` equals the exact distance; only pairs at the exact
+/// distance `d <= max_distance` that the BFS had not reached read as the far bucket
+/// `max_distance + 1` (always pairs at distance >= the level where the budget ran out). A row
+/// whose BFS stayed within the budget is exact, and a graph with at most `m` arcs never hits it.
+/// [`SparseDistanceIndex::truncated_rows`] counts the rows that hit it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BfsBudget {
+    /// The most adjacency entries (arcs) one BFS source may examine; `None` means unlimited
+    /// (exact). Default: `Some(`[`DEFAULT_MAX_ARCS_PER_SOURCE`]`)`.
+    pub max_arcs_per_source: Option<usize>,
+}
+
+impl BfsBudget {
+    /// No cap: exact distances whatever the work.
+    pub const EXACT: BfsBudget = BfsBudget {
+        max_arcs_per_source: None,
+    };
+}
+
+impl Default for BfsBudget {
+    fn default() -> Self {
+        Self {
+            max_arcs_per_source: Some(DEFAULT_MAX_ARCS_PER_SOURCE),
+        }
+    }
+}
 
 /// Where shortest paths may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -138,6 +184,23 @@ impl DistanceIndex {
         scope: DistanceScope,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
+        Self::with_workspace_budget(graph, nodes, max_distance, scope, BfsBudget::EXACT, ws)
+    }
+
+    /// [`DistanceIndex::with_workspace`] with a cap on the BFS work per source: with a finite
+    /// `budget`, buckets may read "far" where the exact distance is within `max_distance`, never
+    /// smaller (see [`BfsBudget`]).
+    ///
+    /// # Errors
+    /// As [`DistanceIndex::with_workspace`].
+    pub fn with_workspace_budget(
+        graph: &Graph,
+        nodes: &[u32],
+        max_distance: u8,
+        scope: DistanceScope,
+        budget: BfsBudget,
+        ws: &mut DistanceWorkspace,
+    ) -> Result<Self, GraphError> {
         prepare_sequence(graph, nodes, max_distance, ws)?;
         let s = nodes.len();
         let far = max_distance + 1;
@@ -148,9 +211,18 @@ impl DistanceIndex {
             if max_distance == 0 || s == 1 {
                 continue;
             }
-            bfs_visit(graph, source, max_distance, scope, ws, s - 1, |p, depth| {
-                row[p] = depth;
-            });
+            bfs_visit(
+                graph,
+                source,
+                max_distance,
+                scope,
+                budget,
+                ws,
+                s - 1,
+                |p, depth| {
+                    row[p] = depth;
+                },
+            );
         }
         Ok(Self {
             seq_len: s,
@@ -259,16 +331,20 @@ fn prepare_sequence(
 /// BFS from `source` up to depth `max_distance` over the members registered by
 /// [`prepare_sequence`], calling `visit(position, depth)` once for every other member reached
 /// (depth `1..=max_distance`, in nondecreasing depth order; never for `source` itself); stops
-/// once `targets` other members are found.
+/// once `targets` other members are found, or once `budget` adjacency entries were examined
+/// (see [`BfsBudget`]). Returns whether the budget stopped it. Costs `O(arcs examined)`,
+/// never `O(N)`.
+#[allow(clippy::too_many_arguments)]
 fn bfs_visit(
     graph: &Graph,
     source: u32,
     max_distance: u8,
     scope: DistanceScope,
+    budget: BfsBudget,
     ws: &mut DistanceWorkspace,
     targets: usize,
     mut visit: impl FnMut(usize, u8),
-) {
+) -> bool {
     let stamp = ws.next_stamp();
     ws.visit_stamp[source as usize] = stamp;
     let mut frontier = std::mem::take(&mut ws.frontier);
@@ -276,15 +352,27 @@ fn bfs_visit(
     frontier.clear();
     frontier.push(source);
     let mut found = 0usize;
+    let mut left = budget.max_arcs_per_source.unwrap_or(usize::MAX);
+    let mut truncated = false;
     'levels: for depth in 1..=max_distance {
         next.clear();
+        // Nodes first found at the last level are never expanded: only members matter there.
+        let last = depth == max_distance;
         for &u in &frontier {
-            for &w in graph.neighbors(u) {
+            let all = graph.neighbors(u);
+            let row = if all.len() > left {
+                truncated = true;
+                &all[..left]
+            } else {
+                all
+            };
+            left -= row.len();
+            for &w in row {
                 if ws.visit_stamp[w as usize] == stamp {
                     continue;
                 }
                 let pos = ws.position_of(w);
-                if scope == DistanceScope::Induced && pos.is_none() {
+                if pos.is_none() && (last || scope == DistanceScope::Induced) {
                     continue;
                 }
                 ws.visit_stamp[w as usize] = stamp;
@@ -292,10 +380,17 @@ fn bfs_visit(
                     visit(p, depth);
                     found += 1;
                     if found == targets {
+                        // Every target is found: nothing was lost, whatever the budget.
+                        truncated = false;
                         break 'levels;
                     }
                 }
-                next.push(w);
+                if !last {
+                    next.push(w);
+                }
+            }
+            if truncated {
+                break 'levels;
             }
         }
         if next.is_empty() {
@@ -305,6 +400,7 @@ fn bfs_visit(
     }
     ws.frontier = frontier;
     ws.next = next;
+    truncated
 }
 
 /// Distance indexes of all `sequences`, computed in parallel with rayon (one
@@ -333,6 +429,30 @@ pub fn distance_indexes_with_progress(
     scope: DistanceScope,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<DistanceIndex>, GraphError> {
+    distance_indexes_budgeted(
+        graph,
+        sequences,
+        max_distance,
+        scope,
+        BfsBudget::EXACT,
+        progress,
+    )
+}
+
+/// [`distance_indexes_with_progress`] with a cap on the BFS work per source (see
+/// [`BfsBudget`]: buckets are never smaller than the exact ones, and exact on rows that stayed
+/// within the budget).
+///
+/// # Errors
+/// The first error (in sequence order) of [`DistanceIndex::new`].
+pub fn distance_indexes_budgeted(
+    graph: &Graph,
+    sequences: &[Vec<u32>],
+    max_distance: u8,
+    scope: DistanceScope,
+    budget: BfsBudget,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<DistanceIndex>, GraphError> {
     if max_distance > MAX_DISTANCE_LIMIT {
         return Err(GraphError::MaxDistanceTooLarge { max_distance });
     }
@@ -341,7 +461,14 @@ pub fn distance_indexes_with_progress(
         .map_init(
             || DistanceWorkspace::new(graph.num_nodes()),
             |ws, seq| {
-                let index = DistanceIndex::with_workspace(graph, seq, max_distance, scope, ws);
+                let index = DistanceIndex::with_workspace_budget(
+                    graph,
+                    seq,
+                    max_distance,
+                    scope,
+                    budget,
+                    ws,
+                );
                 progress(1);
                 index
             },
@@ -441,6 +568,113 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
+        let mut rng = ChaCha8Rng::seed_from_u64(31);
+        let mut truncated_seen = 0usize;
+        for trial in 0..50 {
+            let n = rng.random_range(2..70);
+            let m = rng.random_range(0..4 * n);
+            let g = random_graph(&mut rng, n, m, trial % 2 == 0);
+            let mut all: Vec<u32> = (0..n as u32).collect();
+            all.shuffle(&mut rng);
+            let s = rng.random_range(1..=n);
+            let nodes = &all[..s];
+            let mut ws = DistanceWorkspace::new(n);
+            for max in [1u8, 2, 3, 5] {
+                for scope in [DistanceScope::Graph, DistanceScope::Induced] {
+                    let exact = reference(&g, nodes, max, scope);
+                    // (a) No cap, or one no BFS can reach, gives the exact BFS.
+                    for budget in [
+                        BfsBudget::EXACT,
+                        BfsBudget {
+                            max_arcs_per_source: Some(g.num_edges()),
+                        },
+                    ] {
+                        let dense = DistanceIndex::with_workspace_budget(
+                            &g, nodes, max, scope, budget, &mut ws,
+                        )
+                        .unwrap();
+                        assert_eq!(dense.as_bytes(), &exact[..], "trial {trial} {budget:?}");
+                        let sparse = SparseDistanceIndex::with_workspace_budget(
+                            &g,
+                            nodes,
+                            0..s,
+                            max,
+                            scope,
+                            budget,
+                            &mut ws,
+                        )
+                        .unwrap();
+                        assert_eq!(sparse.truncated_rows(), 0);
+                        assert_eq!(sparse.to_dense_rows(), exact);
+                    }
+                    // (b) With a cap: never shorter, stored buckets exact, rows that did not
+                    // hit the cap exact.
+                    for cap in [0usize, 1, 2, 3, 5, 8, 13, 40] {
+                        let budget = BfsBudget {
+                            max_arcs_per_source: Some(cap),
+                        };
+                        let dense = DistanceIndex::with_workspace_budget(
+                            &g, nodes, max, scope, budget, &mut ws,
+                        )
+                        .unwrap();
+                        let sparse = SparseDistanceIndex::with_workspace_budget(
+                            &g,
+                            nodes,
+                            0..s,
+                            max,
+                            scope,
+                            budget,
+                            &mut ws,
+                        )
+                        .unwrap();
+                        assert_eq!(sparse.to_dense_rows(), dense.as_bytes());
+                        truncated_seen += sparse.truncated_rows();
+                        for i in 0..s {
+                            let row = SparseDistanceIndex::with_workspace_budget(
+                                &g,
+                                nodes,
+                                i..i + 1,
+                                max,
+                                scope,
+                                budget,
+                                &mut ws,
+                            )
+                            .unwrap();
+                            let exact_row = &exact[i * s..(i + 1) * s];
+                            if row.truncated_rows() == 0 {
+                                assert_eq!(dense.row(i), exact_row, "trial {trial} row {i}");
+                            }
+                            for (j, (&c, &e)) in dense.row(i).iter().zip(exact_row).enumerate() {
+                                assert!(c >= e, "trial {trial} cap {cap} ({i},{j}): {c} < {e}");
+                                if c <= max {
+                                    assert_eq!(c, e, "trial {trial} cap {cap} ({i},{j})");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            truncated_seen > 100,
+            "the caps were hit only {truncated_seen} times"
+        );
+    }
+
+    #[test]
+    fn bfs_budget_default_and_serde() {
+        assert_eq!(
+            BfsBudget::default().max_arcs_per_source,
+            Some(DEFAULT_MAX_ARCS_PER_SOURCE)
+        );
+        let parsed: BfsBudget = serde_json::from_str("{}").unwrap();
+        assert_eq!(parsed, BfsBudget::default());
+        let exact: BfsBudget = serde_json::from_str(r#"{"max_arcs_per_source": null}"#).unwrap();
+        assert_eq!(exact, BfsBudget::EXACT);
     }
 
     #[test]

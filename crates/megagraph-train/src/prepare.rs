@@ -1,6 +1,12 @@
+use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use megagraph_graph::distance::DistanceScope;
+use megagraph_graph::ogb::load_ogb_with_progress;
 use megagraph_graph::sequence::SequenceStrategy;
-use megagraph_graph::{CsbmConfig, Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir, load_ogb};
+use megagraph_graph::{
+    CsbmConfig, Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir,
+};
 
 use crate::config::{DistanceKind, SequenceKind, SyntheticConfig, SyntheticKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
@@ -11,6 +17,15 @@ use crate::progress::PrepareProgress;
 /// Loads the dataset a configuration names: the directory in `data.dataset`, or the built-in
 /// synthetic graph.
 pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
+    load_dataset_with_progress(config, &crate::Quiet)
+}
+
+/// [`load_dataset`], reporting the parse of an OGB edge file (step "loading edges", in MiB of
+/// the file on disk) to `progress`; nothing is reported when the binary cache answers.
+pub fn load_dataset_with_progress(
+    config: &TrainConfig,
+    progress: &dyn PrepareProgress,
+) -> Result<Dataset> {
     let data = &config.data;
     let graph_options = GraphOptions {
         symmetrize: data.symmetrize,
@@ -28,7 +43,21 @@ pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
                 graph: graph_options,
                 cache_dir,
             };
-            Ok(load_ogb(dir, &options)?)
+            let started = Once::new();
+            let reported = AtomicU64::new(0);
+            let loaded = load_ogb_with_progress(dir, &options, &|read, total| {
+                started
+                    .call_once(|| progress.start("loading edges", (total >> 20) as usize, "MiB"));
+                let mib = read >> 20;
+                let before = reported.fetch_max(mib, Ordering::Relaxed);
+                if mib > before {
+                    progress.advance((mib - before) as usize);
+                }
+            });
+            if started.is_completed() {
+                progress.finish();
+            }
+            Ok(loaded?)
         }
         None => synthetic_dataset(&config.synthetic),
     }
@@ -61,22 +90,33 @@ pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
     prepare_with_progress(config, &crate::Quiet)
 }
 
-/// [`prepare`], reporting the long steps (partitioning, distance indexes) to `progress`.
-pub fn prepare_with_progress(config: &TrainConfig, progress: &dyn PrepareProgress) -> Result<SequenceDataset> {
+/// [`prepare`], reporting the long steps (loading an OGB edge file, partitioning, distance
+/// indexes) to `progress`.
+pub fn prepare_with_progress(
+    config: &TrainConfig,
+    progress: &dyn PrepareProgress,
+) -> Result<SequenceDataset> {
     config.validate()?;
-    let mut dataset = load_dataset(config)?;
+    let mut dataset = load_dataset_with_progress(config, progress)?;
     if let Some(features) = &dataset.features {
         let features = if config.data.normalize_features {
             &row_normalized(features)
         } else {
             features
         };
-        dataset.features = Some(with_propagated_hops(&dataset.graph, features, config.data.feature_hops));
+        dataset.features = Some(with_propagated_hops(
+            &dataset.graph,
+            features,
+            config.data.feature_hops,
+        ));
     }
     if dataset.split.train.is_empty() {
         return Err(TrainError::InvalidConfig {
             field: "data.split",
-            reason: format!("dataset {} has no training nodes in this split", dataset.name),
+            reason: format!(
+                "dataset {} has no training nodes in this split",
+                dataset.name
+            ),
         });
     }
     let data = &config.data;

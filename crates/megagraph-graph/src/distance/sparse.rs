@@ -5,7 +5,9 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence};
+use super::{
+    BfsBudget, DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence,
+};
 use crate::error::GraphError;
 use crate::graph::Graph;
 
@@ -23,6 +25,10 @@ use crate::graph::Graph;
 /// the far bucket `max_distance + 1` ("farther or unreachable"). The buckets equal those of a
 /// [`DistanceIndex`] of the same sequence, `max_distance` and scope.
 ///
+/// Built with a finite [`BfsBudget`], rows whose BFS hit the budget may leave out pairs within
+/// `max_distance` (they read as far; stored buckets are always exact); [`Self::truncated_rows`]
+/// counts them.
+///
 /// Deserializing checks every invariant above (a malformed file is an error, never a panic
 /// later).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +40,8 @@ pub struct SparseDistanceIndex {
     row_offsets: Vec<u64>,
     columns: Vec<u32>,
     buckets: Vec<u8>,
+    #[serde(default)]
+    truncated_rows: usize,
 }
 
 /// The serialized fields of a [`SparseDistanceIndex`], validated before use.
@@ -45,6 +53,8 @@ struct SparseParts {
     row_offsets: Vec<u64>,
     columns: Vec<u32>,
     buckets: Vec<u8>,
+    #[serde(default)]
+    truncated_rows: usize,
 }
 
 /// Checks that `rows` lies within `0..seq_len`.
@@ -101,6 +111,33 @@ impl SparseDistanceIndex {
         scope: DistanceScope,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
+        Self::with_workspace_budget(
+            graph,
+            nodes,
+            rows,
+            max_distance,
+            scope,
+            BfsBudget::EXACT,
+            ws,
+        )
+    }
+
+    /// [`SparseDistanceIndex::with_workspace`] with a cap on the BFS work per source: with a
+    /// finite `budget`, pairs within `max_distance` may be left out (read as far) on rows that
+    /// hit it, stored buckets stay exact (see [`BfsBudget`]; [`Self::truncated_rows`] counts
+    /// those rows).
+    ///
+    /// # Errors
+    /// As [`SparseDistanceIndex::with_workspace`].
+    pub fn with_workspace_budget(
+        graph: &Graph,
+        nodes: &[u32],
+        rows: Range<usize>,
+        max_distance: u8,
+        scope: DistanceScope,
+        budget: BfsBudget,
+        ws: &mut DistanceWorkspace,
+    ) -> Result<Self, GraphError> {
         let s = nodes.len();
         check_rows(&rows, s)?;
         prepare_sequence(graph, nodes, max_distance, ws)?;
@@ -109,21 +146,24 @@ impl SparseDistanceIndex {
         let mut columns = Vec::with_capacity(rows.len());
         let mut buckets = Vec::with_capacity(rows.len());
         let mut entries = std::mem::take(&mut ws.row_entries);
+        let mut truncated_rows = 0usize;
         for i in rows.clone() {
             entries.clear();
             entries.push((i as u32, 0));
             if max_distance > 0 && s > 1 {
-                bfs_visit(
+                let truncated = bfs_visit(
                     graph,
                     nodes[i],
                     max_distance,
                     scope,
+                    budget,
                     ws,
                     s - 1,
                     |p, depth| {
                         entries.push((p as u32, depth));
                     },
                 );
+                truncated_rows += usize::from(truncated);
             }
             entries.sort_unstable_by_key(|&(p, _)| p);
             columns.extend(entries.iter().map(|&(p, _)| p));
@@ -140,6 +180,7 @@ impl SparseDistanceIndex {
             row_offsets,
             columns,
             buckets,
+            truncated_rows,
         })
     }
 
@@ -170,6 +211,7 @@ impl SparseDistanceIndex {
             row_offsets,
             columns,
             buckets,
+            truncated_rows: 0,
         })
     }
 
@@ -192,6 +234,7 @@ impl SparseDistanceIndex {
         let mut columns = Vec::with_capacity(nnz);
         let mut buckets = Vec::with_capacity(nnz);
         let mut next_row = first_row;
+        let mut truncated_rows = 0;
         for block in blocks {
             if block.seq_len != seq_len
                 || block.max_distance != max_distance
@@ -210,6 +253,7 @@ impl SparseDistanceIndex {
             row_offsets.extend(block.row_offsets[1..].iter().map(|&o| o + base));
             columns.extend_from_slice(&block.columns);
             buckets.extend_from_slice(&block.buckets);
+            truncated_rows += block.truncated_rows;
             next_row += block.len();
         }
         Ok(Self {
@@ -219,7 +263,14 @@ impl SparseDistanceIndex {
             row_offsets,
             columns,
             buckets,
+            truncated_rows,
         })
+    }
+
+    /// Number of rows whose BFS hit the [`BfsBudget`] it was built with (0 for an exact build):
+    /// only these rows may lack pairs within `max_distance`.
+    pub fn truncated_rows(&self) -> usize {
+        self.truncated_rows
     }
 
     /// Number of rows of the block.
@@ -436,6 +487,7 @@ impl TryFrom<SparseParts> for SparseDistanceIndex {
             row_offsets: p.row_offsets,
             columns: p.columns,
             buckets: p.buckets,
+            truncated_rows: p.truncated_rows.min(rows),
         })
     }
 }

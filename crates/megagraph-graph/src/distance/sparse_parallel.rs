@@ -6,13 +6,16 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::sparse::check_rows;
-use super::{DistanceScope, DistanceWorkspace, MAX_DISTANCE_LIMIT, SparseDistanceIndex};
+use super::{BfsBudget, DistanceScope, DistanceWorkspace, MAX_DISTANCE_LIMIT, SparseDistanceIndex};
 use crate::error::GraphError;
 use crate::graph::Graph;
 
 /// Fewest rows of one parallel chunk of [`sparse_distance_index_parallel`]: each chunk
 /// registers all `S` sequence nodes in its workspace, so chunks must not be tiny.
 const MIN_CHUNK_ROWS: usize = 256;
+/// Chunks per rayon thread of [`sparse_distance_index_parallel`]: rows around hubs cost far
+/// more than others, so many chunks balance the load (and advance progress bars smoothly).
+const CHUNKS_PER_THREAD: usize = 16;
 
 /// Sparse distance indexes of all `sequences`, computed in parallel with rayon (one
 /// [`DistanceWorkspace`] per worker). Output `i` belongs to `sequences[i]` and holds the rows
@@ -45,6 +48,31 @@ pub fn sparse_distance_indexes_with_progress(
     scope: DistanceScope,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<SparseDistanceIndex>, GraphError> {
+    sparse_distance_indexes_budgeted(
+        graph,
+        sequences,
+        rows,
+        max_distance,
+        scope,
+        BfsBudget::EXACT,
+        progress,
+    )
+}
+
+/// [`sparse_distance_indexes_with_progress`] with a cap on the BFS work per source (see
+/// [`BfsBudget`]: stored buckets stay exact; rows that hit the budget may lack pairs).
+///
+/// # Errors
+/// As [`sparse_distance_indexes_with_progress`].
+pub fn sparse_distance_indexes_budgeted(
+    graph: &Graph,
+    sequences: &[Vec<u32>],
+    rows: Option<Range<usize>>,
+    max_distance: u8,
+    scope: DistanceScope,
+    budget: BfsBudget,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<SparseDistanceIndex>, GraphError> {
     if max_distance > MAX_DISTANCE_LIMIT {
         return Err(GraphError::MaxDistanceTooLarge { max_distance });
     }
@@ -61,8 +89,15 @@ pub fn sparse_distance_indexes_with_progress(
                     Some(r) => r.start.min(s)..r.end.min(s),
                     None => 0..s,
                 };
-                let index =
-                    SparseDistanceIndex::with_workspace(graph, seq, block, max_distance, scope, ws);
+                let index = SparseDistanceIndex::with_workspace_budget(
+                    graph,
+                    seq,
+                    block,
+                    max_distance,
+                    scope,
+                    budget,
+                    ws,
+                );
                 progress(1);
                 index
             },
@@ -72,7 +107,7 @@ pub fn sparse_distance_indexes_with_progress(
 }
 
 /// The rows `rows` (global) of the sparse distance index of ONE sequence `nodes`, built in
-/// parallel: the rows are split into chunks (at least 256 rows, about four per rayon thread),
+/// parallel: the rows are split into chunks (at least 256 rows, about 16 per rayon thread),
 /// each built by [`SparseDistanceIndex::with_workspace`] with one workspace per worker, then
 /// concatenated into one CSR. Equal to [`SparseDistanceIndex::new`] of the same arguments; meant
 /// for long sequences (e.g. `S = 65,536`). `progress(k)` is called (from the worker threads)
@@ -91,13 +126,40 @@ pub fn sparse_distance_index_parallel(
     scope: DistanceScope,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<SparseDistanceIndex, GraphError> {
+    sparse_distance_index_parallel_budgeted(
+        graph,
+        nodes,
+        rows,
+        max_distance,
+        scope,
+        BfsBudget::EXACT,
+        progress,
+    )
+}
+
+/// [`sparse_distance_index_parallel`] with a cap on the BFS work per source (see
+/// [`BfsBudget`]: stored buckets stay exact; rows that hit the budget may lack pairs, and
+/// [`SparseDistanceIndex::truncated_rows`] counts them). This is what bounds the time of a
+/// 65,536-row index on a power-law graph of millions of nodes.
+///
+/// # Errors
+/// As [`sparse_distance_index_parallel`].
+pub fn sparse_distance_index_parallel_budgeted(
+    graph: &Graph,
+    nodes: &[u32],
+    rows: Range<usize>,
+    max_distance: u8,
+    scope: DistanceScope,
+    budget: BfsBudget,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<SparseDistanceIndex, GraphError> {
     if max_distance > MAX_DISTANCE_LIMIT {
         return Err(GraphError::MaxDistanceTooLarge { max_distance });
     }
     check_rows(&rows, nodes.len())?;
     let chunk = rows
         .len()
-        .div_ceil(4 * rayon::current_num_threads())
+        .div_ceil(CHUNKS_PER_THREAD * rayon::current_num_threads())
         .max(MIN_CHUNK_ROWS);
     let chunks: Vec<Range<usize>> = rows
         .clone()
@@ -105,7 +167,15 @@ pub fn sparse_distance_index_parallel(
         .map(|start| start..(start + chunk).min(rows.end))
         .collect();
     if chunks.len() <= 1 {
-        let index = SparseDistanceIndex::new(graph, nodes, rows.clone(), max_distance, scope)?;
+        let index = SparseDistanceIndex::with_workspace_budget(
+            graph,
+            nodes,
+            rows.clone(),
+            max_distance,
+            scope,
+            budget,
+            &mut DistanceWorkspace::new(graph.num_nodes()),
+        )?;
         progress(rows.len());
         return Ok(index);
     }
@@ -115,12 +185,13 @@ pub fn sparse_distance_index_parallel(
             || DistanceWorkspace::new(graph.num_nodes()),
             |ws, block| {
                 let len = block.len();
-                let index = SparseDistanceIndex::with_workspace(
+                let index = SparseDistanceIndex::with_workspace_budget(
                     graph,
                     nodes,
                     block,
                     max_distance,
                     scope,
+                    budget,
                     ws,
                 );
                 progress(len);
@@ -207,6 +278,43 @@ mod tests {
             assert_eq!(par, single, "{rows:?} {scope:?}");
             assert_eq!(par.first_row(), rows.start);
         }
+        // With a BFS budget the chunked build still equals the single build, row for row.
+        let budget = BfsBudget {
+            max_arcs_per_source: Some(6),
+        };
+        let par = sparse_distance_index_parallel_budgeted(
+            &g,
+            nodes,
+            0..2500,
+            4,
+            DistanceScope::Graph,
+            budget,
+            &|_| {},
+        )
+        .unwrap();
+        let single = SparseDistanceIndex::with_workspace_budget(
+            &g,
+            nodes,
+            0..2500,
+            4,
+            DistanceScope::Graph,
+            budget,
+            &mut DistanceWorkspace::new(n),
+        )
+        .unwrap();
+        assert_eq!(par, single);
+        assert!(par.truncated_rows() > 0);
+        let many = sparse_distance_indexes_budgeted(
+            &g,
+            &[nodes.to_vec()],
+            None,
+            4,
+            DistanceScope::Graph,
+            budget,
+            &|_| {},
+        )
+        .unwrap();
+        assert_eq!(many, vec![single]);
         let opts = GraphOptions::default();
         let small = Graph::from_edges(3, &[(0, 1)], &opts).unwrap();
         let none = &|_| {};

@@ -4,6 +4,8 @@
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use flate2::read::MultiGzDecoder;
@@ -15,6 +17,24 @@ use crate::error::LoadError;
 const BLOCK_SIZE: usize = 8 << 20;
 /// Blocks smaller than this are parsed as one piece.
 const PARALLEL_MIN: usize = 256 << 10;
+
+/// Reports reading progress of one file: `progress(read, total)`, bytes of the file on disk
+/// (compressed bytes for `.gz`) read so far and the file's size.
+pub(crate) type ByteProgress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// A reader that adds the bytes it reads to a shared counter.
+struct Counting<R> {
+    inner: R,
+    counter: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.counter.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
 
 /// A data file, compressed (`.gz`) or plain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,15 +89,19 @@ impl SourceFile {
         }
     }
 
-    /// Opens the file, checking the gzip magic of compressed files.
-    fn open(&self) -> Result<Box<dyn Read + Send>, LoadError> {
+    /// Opens the file, checking the gzip magic of compressed files; bytes read from disk are
+    /// added to `counter`.
+    fn open(&self, counter: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>, LoadError> {
         let io_err = |source| LoadError::Io {
             path: self.path.clone(),
             source,
         };
         let mut file = File::open(&self.path).map_err(io_err)?;
         if !self.gz {
-            return Ok(Box::new(file));
+            return Ok(Box::new(Counting {
+                inner: file,
+                counter,
+            }));
         }
         let mut magic = [0u8; 2];
         let mut got = 0;
@@ -98,7 +122,10 @@ impl SourceFile {
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
         Ok(Box::new(MultiGzDecoder::new(BufReader::with_capacity(
             1 << 20,
-            file,
+            Counting {
+                inner: file,
+                counter,
+            },
         ))))
     }
 
@@ -109,16 +136,32 @@ impl SourceFile {
         &self,
         f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
     ) -> Result<(), LoadError> {
-        self.for_each_block_sized(BLOCK_SIZE, f)
+        self.for_each_block_sized(BLOCK_SIZE, None, f)
     }
 
-    /// [`SourceFile::for_each_block`] with blocks of about `block_size` bytes.
+    /// [`SourceFile::for_each_block`], calling `progress` after each block.
+    pub fn for_each_block_with_progress(
+        &self,
+        progress: ByteProgress<'_>,
+        f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
+    ) -> Result<(), LoadError> {
+        self.for_each_block_sized(BLOCK_SIZE, Some(progress), f)
+    }
+
+    /// [`SourceFile::for_each_block`] with blocks of about `block_size` bytes, calling
+    /// `progress` (if any) after each block.
     fn for_each_block_sized(
         &self,
         block_size: usize,
+        progress: Option<ByteProgress<'_>>,
         mut f: impl FnMut(&[u8], u64) -> Result<(), LoadError>,
     ) -> Result<(), LoadError> {
-        let reader = self.open()?;
+        let counter = Arc::new(AtomicU64::new(0));
+        let total = match progress {
+            Some(_) => std::fs::metadata(&self.path).map_or(0, |m| m.len()),
+            None => 0,
+        };
+        let reader = self.open(Arc::clone(&counter))?;
         std::thread::scope(|scope| {
             let (tx, rx) = mpsc::sync_channel(1);
             let (recycle_tx, recycle_rx) = mpsc::channel();
@@ -126,6 +169,9 @@ impl SourceFile {
             for message in rx {
                 let (block, first_line): (Vec<u8>, u64) = message?;
                 f(&block, first_line)?;
+                if let Some(progress) = progress {
+                    progress(counter.load(Ordering::Relaxed).min(total), total);
+                }
                 // The producer may be gone already; the buffer is then simply dropped.
                 let _ = recycle_tx.send(block);
             }
@@ -322,9 +368,20 @@ pub(crate) fn parse_file<T: Send>(
     src: &SourceFile,
     parse: impl Fn(&[u8], u64, &mut Vec<T>) -> Result<(), LoadError> + Sync,
 ) -> Result<(Vec<T>, u64), LoadError> {
+    parse_file_with_progress(src, &|_, _| {}, parse)
+}
+
+/// [`parse_file`], calling `progress` after each block (see [`ByteProgress`]).
+pub(crate) fn parse_file_with_progress<T: Send>(
+    src: &SourceFile,
+    progress: ByteProgress<'_>,
+    parse: impl Fn(&[u8], u64, &mut Vec<T>) -> Result<(), LoadError> + Sync,
+) -> Result<(Vec<T>, u64), LoadError> {
     let mut out = Vec::new();
     let mut blanks = BlankLines::default();
-    src.for_each_block(|block, first| parse_block(block, first, &mut out, &mut blanks, &parse))?;
+    src.for_each_block_with_progress(progress, |block, first| {
+        parse_block(block, first, &mut out, &mut blanks, &parse)
+    })?;
     blanks.check(&src.path)?;
     Ok((out, blanks.content_lines()))
 }
@@ -501,6 +558,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn progress_counts_file_bytes_up_to_the_size() {
+        use std::io::Write as _;
+        use std::sync::Mutex;
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (0..20_000).map(|i| format!("{i},{}\n", i * 7)).collect();
+        let plain = dir.path().join("e.csv");
+        std::fs::write(&plain, &text).unwrap();
+        let gz = dir.path().join("e.csv.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        for src in [
+            SourceFile {
+                path: plain,
+                gz: false,
+            },
+            SourceFile { path: gz, gz: true },
+        ] {
+            let size = std::fs::metadata(&src.path).unwrap().len();
+            let reports = Mutex::new(Vec::new());
+            let (values, rows) = parse_file_with_progress(
+                &src,
+                &|read, total| reports.lock().unwrap().push((read, total)),
+                |line, _, out: &mut Vec<usize>| {
+                    out.push(line.len());
+                    Ok(())
+                },
+            )
+            .unwrap();
+            assert_eq!((values.len(), rows), (20_000, 20_000));
+            let reports = reports.into_inner().unwrap();
+            assert!(!reports.is_empty());
+            assert!(reports.windows(2).all(|w| w[0].0 <= w[1].0), "{reports:?}");
+            assert!(reports.iter().all(|&(_, t)| t == size));
+            assert_eq!(reports.last(), Some(&(size, size)), "gz {}", src.gz);
+        }
+    }
+
+    #[test]
     fn blocks_hold_whole_lines_with_correct_numbers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.csv");
@@ -515,7 +611,7 @@ mod tests {
         let src = SourceFile { path, gz: false };
         for size in [1, 7, 16, 64, 1000, 1 << 20] {
             let mut seen = Vec::new();
-            src.for_each_block_sized(size, |block, first| {
+            src.for_each_block_sized(size, None, |block, first| {
                 for (i, line) in lines(block).enumerate() {
                     seen.push((first + i as u64, String::from_utf8(line.to_vec()).unwrap()));
                 }

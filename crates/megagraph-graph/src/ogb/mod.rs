@@ -25,8 +25,8 @@ use crate::error::LoadError;
 use crate::graph::{Graph, GraphOptions};
 use cache::{CacheKey, CacheMiss, SourceStamp};
 use lines::{
-    BlankLines, SourceFile, parse_block, parse_f32, parse_file, parse_i64, parse_node_field,
-    parse_node_line, parse_u64, show,
+    BlankLines, SourceFile, parse_block, parse_f32, parse_file, parse_file_with_progress,
+    parse_i64, parse_node_field, parse_node_line, parse_u64, show,
 };
 
 /// How to load an OGB-layout dataset.
@@ -141,6 +141,22 @@ impl Sources {
 /// A [`LoadError`] naming the file, and the 1-based line and field where there is one, for every
 /// missing or malformed input.
 pub fn load_ogb(dir: &Path, options: &LoadOptions) -> Result<Dataset, LoadError> {
+    load_ogb_with_progress(dir, options, &|_, _| {})
+}
+
+/// [`load_ogb`], reporting how far parsing the edge file (the long step) has come:
+/// `progress(read, total)` is called from the loading thread after each block of about 8 MiB of
+/// text, with the bytes of the edge file on disk read so far (compressed bytes for `.gz`) and
+/// its size, e.g. to drive a progress bar of `total` bytes. It is not called when the cache
+/// answers.
+///
+/// # Errors
+/// As [`load_ogb`].
+pub fn load_ogb_with_progress(
+    dir: &Path,
+    options: &LoadOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Dataset, LoadError> {
     let dir = fs::canonicalize(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             LoadError::MissingFile {
@@ -191,7 +207,14 @@ pub fn load_ogb(dir: &Path, options: &LoadOptions) -> Result<Dataset, LoadError>
         }
     }
 
-    let dataset = parse_dataset(&dir, &sources, &options.graph)?;
+    let start = std::time::Instant::now();
+    let dataset = parse_dataset(&dir, &sources, &options.graph, progress)?;
+    log::debug!(
+        "parsed {} ({} edge rows) in {:.2?}",
+        dir.display(),
+        dataset.graph.num_input_edges(),
+        start.elapsed()
+    );
 
     if let (Some((key, path)), Some(stamps)) = (&cache, &stamps) {
         match cache::write(path, key, stamps, &dataset) {
@@ -303,6 +326,7 @@ fn parse_dataset(
     dir: &Path,
     s: &Sources,
     graph_options: &GraphOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Dataset, LoadError> {
     let name = match &s.meta {
         Some(path) => read_meta(path)?.name,
@@ -323,7 +347,7 @@ fn parse_dataset(
     let ((graph, features), (labels, split)) = rayon::join(
         || {
             rayon::join(
-                || read_graph(s, num_nodes, graph_options),
+                || read_graph(s, num_nodes, graph_options, progress),
                 || {
                     s.features
                         .as_ref()
@@ -401,9 +425,14 @@ fn read_count(src: &SourceFile) -> Result<(u64, u64), LoadError> {
     }
 }
 
-fn read_graph(s: &Sources, num_nodes: usize, options: &GraphOptions) -> Result<Graph, LoadError> {
+fn read_graph(
+    s: &Sources,
+    num_nodes: usize,
+    options: &GraphOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Graph, LoadError> {
     let path = &s.edges.path;
-    let (edges, rows) = parse_file(&s.edges, |line, number, out: &mut Vec<(u32, u32)>| {
+    let parse = |line: &[u8], number: u64, out: &mut Vec<(u32, u32)>| {
         let mut fields = line.split(|&b| b == b',');
         let (Some(a), Some(b), None) = (fields.next(), fields.next(), fields.next()) else {
             return Err(LoadError::FieldCount {
@@ -417,7 +446,8 @@ fn read_graph(s: &Sources, num_nodes: usize, options: &GraphOptions) -> Result<G
         let dst = parse_node_field(path, b, number, 2, num_nodes)?;
         out.push((src, dst));
         Ok(())
-    })?;
+    };
+    let (edges, rows) = parse_file_with_progress(&s.edges, progress, parse)?;
     if let Some(count_file) = &s.num_edges {
         let (_, expected) = read_count(count_file)?;
         if expected != rows {
@@ -614,5 +644,48 @@ fn check_split(train_path: &Path, split: &Split, labels: &[i64]) {
                 train_path.display()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A 4-node path in the raw layout, plain CSV.
+    fn tiny(dir: &Path) {
+        let raw = dir.join("raw");
+        let split = dir.join("split").join("s");
+        fs::create_dir_all(&raw).unwrap();
+        fs::create_dir_all(&split).unwrap();
+        fs::write(raw.join("edge.csv"), "0,1\n1,2\n2,3\n").unwrap();
+        fs::write(raw.join("num-node-list.csv"), "4\n").unwrap();
+        fs::write(raw.join("node-label.csv"), "0\n1\n0\n1\n").unwrap();
+        fs::write(split.join("train.csv"), "0\n1\n").unwrap();
+        fs::write(split.join("valid.csv"), "2\n").unwrap();
+        fs::write(split.join("test.csv"), "3\n").unwrap();
+    }
+
+    #[test]
+    fn progress_reports_the_edge_file_and_not_cache_hits() {
+        let data = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        tiny(data.path());
+        let options = LoadOptions {
+            cache_dir: Some(cache.path().to_path_buf()),
+            ..LoadOptions::default()
+        };
+        let reports = Mutex::new(Vec::new());
+        let record = |read, total| reports.lock().unwrap().push((read, total));
+        let parsed = load_ogb_with_progress(data.path(), &options, &record).unwrap();
+        assert_eq!(reports.lock().unwrap().last(), Some(&(12, 12)));
+        reports.lock().unwrap().clear();
+        let cached = load_ogb_with_progress(data.path(), &options, &record).unwrap();
+        assert!(reports.lock().unwrap().is_empty(), "the cache answered");
+        assert_eq!(parsed, cached);
+        assert_eq!(
+            parsed,
+            load_ogb(data.path(), &LoadOptions::default()).unwrap()
+        );
     }
 }

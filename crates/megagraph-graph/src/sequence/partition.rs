@@ -14,9 +14,10 @@
 //! bounds are exact, and a final step enforces them, so every part holds at most `cap` nodes.
 //!
 //! Where coarsening stops paying off (edges barely merge around the hubs of power-law graphs),
-//! that bisection and the levels below it bisect the graph directly. Child subgraphs are cut
-//! out of the parent's local graph, so a recursion level costs the arcs still inside parts, not
-//! a scan of the whole graph. Every random choice is seeded from the caller's seed and the
+//! that bisection and the levels below it bisect the graph directly; on large graphs a sample of
+//! arcs predicts this before the coarse graph is built (its rows are built in parallel). Child
+//! subgraphs are cut out of the parent's local graph (both sides in parallel), so a recursion
+//! level costs the arcs still inside parts, not a scan of the whole graph. Every random choice is seeded from the caller's seed and the
 //! position in the recursion, so the result does not depend on the thread count.
 
 use std::collections::{BinaryHeap, VecDeque};
@@ -24,6 +25,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use crate::graph::{Graph, GraphOptions, SelfLoops};
 
@@ -69,8 +71,13 @@ pub(crate) fn partition(
         &symmetric
     };
     let whole = WeightedGraph::from_graph(adj);
-    let mut parts =
-        Splitter { cap, progress }.split((0..n as u32).collect(), whole, k, true, mix(seed, 0x5eed));
+    let mut parts = Splitter { cap, progress }.split(
+        (0..n as u32).collect(),
+        whole,
+        k,
+        true,
+        mix(seed, 0x5eed),
+    );
     for p in &mut parts {
         p.sort_unstable();
     }
@@ -211,7 +218,11 @@ impl Splitter<'_> {
         let lo = n.saturating_sub(k2 * self.cap);
         let target = ((n as f64 * k1 as f64 / k as f64).round() as usize).clamp(lo, hi);
         let (side, coarsened) = bisect(&g, Balance { target, lo, hi }, coarsen, seed);
-        let (ga, gb) = (g.induced(&side, 0), g.induced(&side, 1));
+        let (ga, gb) = if n >= PARALLEL_MIN_NODES {
+            rayon::join(|| g.induced(&side, 0), || g.induced(&side, 1))
+        } else {
+            (g.induced(&side, 0), g.induced(&side, 1))
+        };
         drop(g);
         let (mut a, mut b) = (Vec::with_capacity(target), Vec::with_capacity(n - target));
         for (i, &v) in nodes.iter().enumerate() {
@@ -280,10 +291,11 @@ fn bisect(g: &WeightedGraph, balance: Balance, coarsen: bool, seed: u64) -> (Vec
     let mut side = 'side: {
         if n > COARSEN_TO && coarsen {
             let max_weight = g.total_weight.div_ceil(COARSEN_TO / 2).max(1);
-            let (coarse, map) = coarsen_once(g, max_weight, &tiebreak, &mut rng);
             // Coarsening pays off only while the graph really shrinks; around the hubs of
             // power-law graphs the edges barely merge, and bisecting directly is as good.
-            if coarse.len() as f64 <= 0.95 * n as f64
+            // (`None`: a sample already showed the arcs would not shrink enough.)
+            if let Some((coarse, map)) = coarsen_once(g, max_weight, &tiebreak, &mut rng)
+                && coarse.len() as f64 <= 0.95 * n as f64
                 && coarse.targets.len() as f64 <= 0.9 * g.targets.len() as f64
             {
                 let tol = coarse.max_node_weight();
@@ -349,13 +361,19 @@ fn initial_bisection(g: &WeightedGraph, balance: Balance, tiebreak: &[u32], seed
 
 /// Heavy-edge matching: returns the coarse graph and the coarse node of every node. Nodes are
 /// visited in random order and matched with the unmatched neighbour joined by the heaviest edge
-/// (merged weight at most `max_weight`); isolated nodes are paired with each other.
+/// (merged weight at most `max_weight`); isolated nodes are paired with each other. Rows of the
+/// coarse graph are built in parallel.
+///
+/// On graphs of at least [`SAMPLE_MIN_ARCS`] arcs, the share of arcs the coarse graph keeps
+/// is first estimated from [`SHRINK_SAMPLES`] arcs drawn at random (each gives its coarse
+/// node's merged-row / fine-row length ratio, an unbiased estimate); above
+/// [`SKIP_SHRINK_RATIO`] the graph is not built and `None` is returned.
 fn coarsen_once(
     g: &WeightedGraph,
     max_weight: usize,
     tiebreak: &[u32],
     rng: &mut ChaCha8Rng,
-) -> (WeightedGraph, Vec<u32>) {
+) -> Option<(WeightedGraph, Vec<u32>)> {
     const UNMATCHED: u32 = u32::MAX;
     let n = g.len();
     let mut order: Vec<u32> = (0..n as u32).collect();
@@ -418,17 +436,114 @@ fn coarsen_once(
             slot[1] = v as u32;
         }
     }
+    if g.targets.len() >= SAMPLE_MIN_ARCS
+        && estimated_shrink(g, &map, &members, rng) > SKIP_SHRINK_RATIO
+    {
+        return None;
+    }
+    // Rows of consecutive coarse nodes are built in parallel blocks, then concatenated.
+    let blocks = cn.div_ceil(COARSE_BLOCK);
+    let parts: Vec<CoarseRows> = (0..blocks)
+        .into_par_iter()
+        .map(|b| {
+            coarse_rows(
+                g,
+                &map,
+                &members,
+                b * COARSE_BLOCK..((b + 1) * COARSE_BLOCK).min(cn),
+            )
+        })
+        .collect();
+    let arcs: usize = parts.iter().map(|p| p.targets.len()).sum();
     let mut offsets = Vec::with_capacity(cn + 1);
     offsets.push(0);
-    let mut targets: Vec<u32> = Vec::with_capacity(g.targets.len() / 2);
-    let mut edge_weights: Vec<u32> = Vec::with_capacity(g.targets.len() / 2);
+    let mut targets: Vec<u32> = Vec::with_capacity(arcs);
+    let mut edge_weights: Vec<u32> = Vec::with_capacity(arcs);
     let mut node_weights = Vec::with_capacity(cn);
+    for part in parts {
+        let base = targets.len();
+        offsets.extend(part.ends.iter().map(|&e| base + e));
+        targets.extend_from_slice(&part.targets);
+        edge_weights.extend_from_slice(&part.edge_weights);
+        node_weights.extend_from_slice(&part.node_weights);
+    }
+    let coarse = WeightedGraph {
+        offsets,
+        targets,
+        edge_weights,
+        node_weights,
+        total_weight: g.total_weight,
+    };
+    Some((coarse, map))
+}
+
+/// Graphs with at least this many arcs estimate the coarse arc count before building it.
+const SAMPLE_MIN_ARCS: usize = 1 << 22;
+/// Arcs sampled by [`estimated_shrink`].
+const SHRINK_SAMPLES: usize = 256;
+/// Coarse graphs estimated to keep more than this share of the arcs are not built (the exact
+/// threshold of `bisect` is 0.9; the margin covers the sampling error).
+const SKIP_SHRINK_RATIO: f64 = 0.96;
+
+/// Estimated `coarse arcs / fine arcs` of the matching `map` (see [`coarsen_once`]).
+fn estimated_shrink(
+    g: &WeightedGraph,
+    map: &[u32],
+    members: &[[u32; 2]],
+    rng: &mut ChaCha8Rng,
+) -> f64 {
+    let arcs = g.targets.len();
+    let mut neighbours: Vec<u32> = Vec::new();
+    let mut sum = 0.0;
+    for _ in 0..SHRINK_SAMPLES {
+        let arc = rng.random_range(0..arcs);
+        let v = g.offsets.partition_point(|&o| o <= arc) - 1;
+        let c = map[v];
+        neighbours.clear();
+        for &u in members[c as usize].iter().filter(|&&u| u != u32::MAX) {
+            neighbours.extend(g.edges(u as usize).map(|(w, _)| map[w]));
+        }
+        let fine = neighbours.len();
+        neighbours.retain(|&cw| cw != c);
+        neighbours.sort_unstable();
+        neighbours.dedup();
+        sum += neighbours.len() as f64 / fine.max(1) as f64;
+    }
+    sum / SHRINK_SAMPLES as f64
+}
+
+/// Coarse nodes per parallel block of [`coarsen_once`].
+const COARSE_BLOCK: usize = 1 << 16;
+
+/// The rows of a block of consecutive coarse nodes: row ends relative to the block's start.
+struct CoarseRows {
+    ends: Vec<usize>,
+    targets: Vec<u32>,
+    edge_weights: Vec<u32>,
+    node_weights: Vec<u32>,
+}
+
+/// Builds the coarse rows of the coarse nodes `range` (members as in [`coarsen_once`]):
+/// parallel arcs merged with summed weights, arcs inside a coarse node dropped.
+fn coarse_rows(
+    g: &WeightedGraph,
+    map: &[u32],
+    members: &[[u32; 2]],
+    range: std::ops::Range<usize>,
+) -> CoarseRows {
+    const UNMATCHED: u32 = u32::MAX;
+    let mut rows = CoarseRows {
+        ends: Vec::with_capacity(range.len()),
+        targets: Vec::new(),
+        edge_weights: Vec::new(),
+        node_weights: Vec::with_capacity(range.len()),
+    };
     // position[c] = index in `targets` of coarse neighbour c in the current row, if present.
-    let mut position = vec![usize::MAX; cn];
-    for (c, pair) in members.iter().enumerate() {
-        let row_start = targets.len();
+    let mut position = vec![usize::MAX; members.len()];
+    for c in range {
+        let row_start = rows.targets.len();
         let mut weight = 0u32;
-        for &v in pair.iter().filter(|&&v| v != UNMATCHED) {
+        for &v in members[c].iter().filter(|&&v| v != UNMATCHED) {
             let v = v as usize;
             weight += g.node_weights[v];
             for (w, ew) in g.edges(v) {
@@ -438,25 +553,18 @@ fn coarsen_once(
                 }
                 let p = position[cw];
                 if p != usize::MAX && p >= row_start {
-                    edge_weights[p] += ew as u32;
+                    rows.edge_weights[p] += ew as u32;
                 } else {
-                    position[cw] = targets.len();
-                    targets.push(cw as u32);
-                    edge_weights.push(ew as u32);
+                    position[cw] = rows.targets.len();
+                    rows.targets.push(cw as u32);
+                    rows.edge_weights.push(ew as u32);
                 }
             }
         }
-        node_weights.push(weight);
-        offsets.push(targets.len());
+        rows.node_weights.push(weight);
+        rows.ends.push(rows.targets.len());
     }
-    let coarse = WeightedGraph {
-        offsets,
-        targets,
-        edge_weights,
-        node_weights,
-        total_weight: g.total_weight,
-    };
-    (coarse, map)
+    rows
 }
 
 /// Total node weight on side 0.
@@ -772,7 +880,7 @@ mod tests {
         .unwrap();
         let g = unit(&ds.graph);
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let (coarse, map) = coarsen_once(&g, 4, &tiebreak(1000, 3), &mut rng);
+        let (coarse, map) = coarsen_once(&g, 4, &tiebreak(1000, 3), &mut rng).unwrap();
         assert!(coarse.len() < 700, "coarsened only to {}", coarse.len());
         assert_eq!(
             coarse
@@ -803,6 +911,45 @@ mod tests {
             cut_weight(&coarse, &coarse_side),
             cut_weight(&g, &fine_side)
         );
+    }
+
+    #[test]
+    fn sampled_shrink_estimate_is_close_to_the_real_one() {
+        for graph in [
+            crate::synthetic::CsbmConfig {
+                num_nodes: 4000,
+                ..Default::default()
+            }
+            .generate()
+            .unwrap()
+            .graph,
+            crate::synthetic::PowerLawConfig {
+                num_nodes: 20_000,
+                ..Default::default()
+            }
+            .generate()
+            .unwrap(),
+        ] {
+            let g = unit(&graph);
+            let n = g.len();
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let (coarse, map) = coarsen_once(&g, 4, &tiebreak(n, 5), &mut rng).unwrap();
+            let mut members = vec![[u32::MAX; 2]; coarse.len()];
+            for (v, &c) in map.iter().enumerate() {
+                let slot = &mut members[c as usize];
+                if slot[0] == u32::MAX {
+                    slot[0] = v as u32;
+                } else {
+                    slot[1] = v as u32;
+                }
+            }
+            let real = coarse.targets.len() as f64 / g.targets.len() as f64;
+            let estimate = estimated_shrink(&g, &map, &members, &mut rng);
+            assert!(
+                (estimate - real).abs() < 0.08,
+                "{n} nodes: estimate {estimate:.3}, real {real:.3}"
+            );
+        }
     }
 
     #[test]
