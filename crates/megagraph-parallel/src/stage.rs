@@ -258,7 +258,7 @@ pub(crate) fn layer_forward<B: ContextParallelBackend>(
     let v = split(attention.value.forward(normed));
     let bias = AttentionBias {
         distance: Some(DistanceBias {
-            index: context.index_rows.clone(),
+            index: context.index_rows.clone().into(),
             table: context.table.clone(),
             column_offset: 0,
         }),

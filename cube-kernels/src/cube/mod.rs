@@ -16,7 +16,9 @@ use burn_cubecl::ops::numeric::{empty_device_dtype, zeros_client};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use crate::DistanceBias;
 use crate::backend::{GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs};
+use crate::index::{BucketIndexPrimitive, HostCsr};
 
 /// Fused backends (`burn::backend::Wgpu` / `Cuda` with Burn's `fusion` feature) run the reference
 /// implementation, whose tensor ops the fusion runtime compiles; the hand-written kernels need the
@@ -85,7 +87,29 @@ where
         let (index, table, column_offset, buckets) = match inputs.distance {
             Some(d) => {
                 let buckets = d.table.meta.shape()[0];
-                (d.index, d.table, d.column_offset, buckets)
+                match d.index {
+                    BucketIndexPrimitive::Dense(index) => {
+                        (index, d.table, d.column_offset, buckets)
+                    }
+                    // The kernels read a dense index: expand the key block's columns (a
+                    // transient `[batch, q_len, k_len]` of bytes).
+                    BucketIndexPrimitive::Sparse(sparse) => {
+                        let [batch, _, _, _] = q.meta.shape().dims::<4>();
+                        let k_len = inputs.k.meta.shape()[2];
+                        let csr = HostCsr::read::<CubeBackend<R, F, I, BT>>(&sparse);
+                        let columns = d.column_offset..d.column_offset + k_len;
+                        let q_len = q.meta.shape()[2];
+                        let dense = csr.densify(batch, columns);
+                        let index = DistanceBias::<CubeBackend<R, F, I, BT>>::index_from_u8(
+                            dense,
+                            [batch, q_len, k_len],
+                            &q.device,
+                        )
+                        .unwrap_or_else(|err| unreachable!("sized above: {err}"))
+                        .into_primitive();
+                        (index, d.table, 0, buckets)
+                    }
+                }
             }
             None => (placeholder(3, DType::I32), placeholder(2, q.dtype), 0, 0),
         };
