@@ -68,7 +68,7 @@ impl Problem {
             .unwrap_or_else(|e| panic!("{e}"));
         let bias = AttentionBias {
             distance: Some(DistanceBias {
-                index,
+                index: index.into(),
                 table: table.clone(),
                 column_offset: 0,
             }),
@@ -104,7 +104,7 @@ impl Problem {
             let table = Tensor::<A, 2>::from_inner(table.clone()).require_grad();
             let bias = AttentionBias {
                 distance: Some(DistanceBias {
-                    index: index.clone(),
+                    index: index.clone().into(),
                     table,
                     column_offset: 0,
                 }),

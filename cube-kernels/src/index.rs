@@ -55,27 +55,127 @@ impl<B: Backend> BucketIndex<B> {
         stored.saturating_mul(5) < pairs
     }
 
-    /// The index of query row blocks `indexes` (one per batch element, all with the same rows,
-    /// sequence length and maximum distance) in the smaller layout for their fill: sparse when
+    /// The index of query row blocks `blocks` (one per batch element, all of the same maximum
+    /// distance) framed as `[batch, q_len, total_k_len]`: block `b`'s rows are the frame's first
+    /// rows of batch element `b` and its columns the frame's first columns; every other pair
+    /// (padding) is the far bucket. The layout is the smaller one for the fill: sparse when
     /// [`Self::sparse_is_smaller`], dense otherwise.
     ///
     /// # Errors
-    /// As [`SparseBucketIndex::from_indexes`].
-    pub fn from_indexes(
-        indexes: &[&SparseDistanceIndex],
+    /// [`AttentionError::IndexData`] when there are no blocks, when they differ in maximum
+    /// distance, or when a block has more rows than `q_len` or more columns than `total_k_len`;
+    /// as [`SparseBucketIndex::from_csr`].
+    pub fn from_row_blocks(
+        blocks: &[&SparseDistanceIndex],
+        frame: [usize; 2],
         device: &B::Device,
     ) -> Result<Self, AttentionError> {
-        let stored: usize = indexes.iter().map(|index| index.nnz()).sum();
-        let pairs: usize = indexes.iter().map(|index| index.dense_bytes()).sum();
-        if Self::sparse_is_smaller(stored, pairs) {
-            return SparseBucketIndex::from_indexes(indexes, device).map(Self::Sparse);
+        Self::from_row_blocks_where(blocks, frame, |_, _, _| true, device)
+    }
+
+    /// [`Self::from_row_blocks`] keeping only the stored pairs `(b, i, column)` (batch element,
+    /// row of its block, column) for which `keep` holds; the others read as the far bucket.
+    ///
+    /// # Errors
+    /// As [`Self::from_row_blocks`].
+    pub fn from_row_blocks_where(
+        blocks: &[&SparseDistanceIndex],
+        [q_len, total_k_len]: [usize; 2],
+        keep: impl Fn(usize, usize, u32) -> bool,
+        device: &B::Device,
+    ) -> Result<Self, AttentionError> {
+        let far = check_frame(blocks, q_len, total_k_len)?;
+        let mut row_offsets = Vec::with_capacity(blocks.len() * q_len + 1);
+        let (mut columns, mut buckets) = (Vec::new(), Vec::new());
+        row_offsets.push(0u64);
+        for (b, index) in blocks.iter().enumerate() {
+            for i in 0..q_len {
+                if i < index.len() {
+                    let (row_columns, row_buckets) = index.row(i);
+                    for (&column, &bucket) in row_columns.iter().zip(row_buckets) {
+                        if keep(b, i, column) {
+                            columns.push(column);
+                            buckets.push(bucket);
+                        }
+                    }
+                }
+                row_offsets.push(columns.len() as u64);
+            }
         }
-        let sparse = SparseBucketIndex::<B>::check_blocks(indexes)?;
-        let mut dense = Vec::with_capacity(pairs);
-        for index in indexes {
-            dense.extend_from_slice(&index.to_dense_rows());
+        let pairs = blocks.len() * q_len * total_k_len;
+        if Self::sparse_is_smaller(columns.len(), pairs) {
+            let parts = CsrParts {
+                row_offsets: &row_offsets,
+                columns: &columns,
+                buckets: &buckets,
+            };
+            return SparseBucketIndex::from_csr(
+                parts,
+                [blocks.len(), q_len],
+                total_k_len,
+                far,
+                device,
+            )
+            .map(Self::Sparse);
         }
-        DistanceBias::<B>::index_from_u8(dense, sparse, device).map(Self::Dense)
+        let mut dense = vec![far; pairs];
+        for (row, entries) in row_offsets.windows(2).enumerate() {
+            let out = &mut dense[row * total_k_len..][..total_k_len];
+            let entries = entries[0] as usize..entries[1] as usize;
+            for (&column, &bucket) in columns[entries.clone()].iter().zip(&buckets[entries]) {
+                out[column as usize] = bucket;
+            }
+        }
+        DistanceBias::<B>::index_from_u8(dense, [blocks.len(), q_len, total_k_len], device)
+            .map(Self::Dense)
+    }
+
+    /// The same index as a dense `[batch, q_len, total_k_len]` tensor (a sparse index is read
+    /// back to the host and expanded).
+    ///
+    /// # Errors
+    /// [`AttentionError::IndexData`] when a sparse index's far bucket is not a byte.
+    pub fn to_dense(self) -> Result<Tensor<B, 3, Int>, AttentionError> {
+        match self {
+            Self::Dense(index) => Ok(index),
+            Self::Sparse(index) => {
+                let device = index.columns.device();
+                let [batch, q_len, total_k_len] = Self::Sparse(index.clone()).dims();
+                if index.far_bucket > usize::from(u8::MAX) {
+                    return Err(AttentionError::IndexData(format!(
+                        "far bucket {} is not a byte",
+                        index.far_bucket
+                    )));
+                }
+                let csr = HostCsr::read(&Self::Sparse(index).into_primitive_sparse());
+                let dense = csr.densify(batch, 0..total_k_len);
+                DistanceBias::<B>::index_from_u8(dense, [batch, q_len, total_k_len], &device)
+            }
+        }
+    }
+
+    /// The bytes this index holds on its device (ints at their dtype's size).
+    pub fn bytes(&self) -> usize {
+        let bytes = |dtype: burn::tensor::DType, n: usize| dtype.size() * n;
+        match self {
+            Self::Dense(index) => bytes(index.dtype(), index.shape().num_elements()),
+            Self::Sparse(index) => {
+                bytes(index.row_offsets.dtype(), index.row_offsets.shape().num_elements())
+                    + bytes(index.columns.dtype(), index.columns.shape().num_elements())
+                    + bytes(index.buckets.dtype(), index.buckets.shape().num_elements())
+            }
+        }
+    }
+
+    /// The sparse index at the primitive level.
+    ///
+    /// # Panics
+    /// If the index is dense (callers match first).
+    fn into_primitive_sparse(self) -> SparseBucketIndexPrimitive<B> {
+        match self.into_primitive() {
+            BucketIndexPrimitive::Sparse(index) => index,
+            BucketIndexPrimitive::Dense(_) => unreachable!("matched as sparse by the caller"),
+        }
     }
 
     /// The index at the primitive level.
@@ -99,7 +199,7 @@ impl<B: Backend> BucketIndex<B> {
 /// `row_offsets[b, i]..row_offsets[b, i + 1]` of `columns` and `buckets`; offsets run over the
 /// whole batch (batch element `b + 1` starts where `b` ends), so a batch range is a slice of
 /// `row_offsets` alone. Columns are key positions `0..total_k_len`, ascending within a row.
-/// Build it with [`SparseBucketIndex::from_csr`] or [`SparseBucketIndex::from_indexes`], which
+/// Build it with [`SparseBucketIndex::from_csr`] or [`BucketIndex::from_row_blocks`], which
 /// check all of this; the op relies on it.
 #[derive(Clone, Debug)]
 pub struct SparseBucketIndex<B: Backend> {
@@ -212,59 +312,90 @@ impl<B: Backend> SparseBucketIndex<B> {
         })
     }
 
-    /// The sparse index of query row blocks `indexes`, one per batch element.
+}
+
+impl<B: Backend> SparseBucketIndex<B> {
+    /// Query rows `rows` of every batch element, with `total_k_len` columns (at least the
+    /// index's), in storage of their own: what one context-parallel rank keeps of a batch's
+    /// index. Rows at or past the index's `q_len` are padding and store nothing. Reads the index
+    /// back to the host.
     ///
     /// # Errors
-    /// [`AttentionError::IndexData`] when the blocks are empty or differ in row count,
-    /// sequence length or maximum distance; as [`Self::from_csr`].
-    pub fn from_indexes(
-        indexes: &[&SparseDistanceIndex],
-        device: &B::Device,
+    /// [`AttentionError::IndexData`] when `total_k_len` is below the index's; as
+    /// [`Self::from_csr`].
+    pub fn block_rows(
+        &self,
+        rows: std::ops::Range<usize>,
+        total_k_len: usize,
     ) -> Result<Self, AttentionError> {
-        let [batch, q_len, total_k_len] = Self::check_blocks(indexes)?;
-        let stored: usize = indexes.iter().map(|index| index.nnz()).sum();
-        let mut row_offsets = Vec::with_capacity(batch * q_len + 1);
-        let mut columns = Vec::with_capacity(stored);
-        let mut buckets = Vec::with_capacity(stored);
-        row_offsets.push(0u64);
-        for index in indexes {
-            let base = columns.len() as u64;
-            row_offsets.extend(index.row_offsets()[1..].iter().map(|&x| base + x));
-            columns.extend_from_slice(index.columns());
-            buckets.extend_from_slice(index.buckets());
+        if total_k_len < self.total_k_len {
+            return Err(AttentionError::IndexData(format!(
+                "cannot narrow a sparse index of {} columns to {total_k_len}",
+                self.total_k_len
+            )));
         }
+        let [batch, _] = self.row_offsets.dims();
+        let device = self.columns.device();
+        let primitive = SparseBucketIndexPrimitive::<B> {
+            row_offsets: self.row_offsets.clone().into_primitive(),
+            columns: self.columns.clone().into_primitive(),
+            buckets: self.buckets.clone().into_primitive(),
+            total_k_len: self.total_k_len,
+            far_bucket: self.far_bucket,
+        };
+        let csr = HostCsr::read(&primitive);
+        let mut row_offsets = vec![0u64];
+        let (mut columns, mut buckets) = (Vec::new(), Vec::new());
+        for b in 0..batch {
+            for i in rows.clone() {
+                if i < csr.q_len {
+                    let (c, k) = csr.row(b, i, 0..self.total_k_len);
+                    columns.extend_from_slice(c);
+                    buckets.extend_from_slice(k);
+                }
+                row_offsets.push(columns.len() as u64);
+            }
+        }
+        let far = u8::try_from(self.far_bucket).map_err(|_| {
+            AttentionError::IndexData(format!("far bucket {} is not a byte", self.far_bucket))
+        })?;
         let parts = CsrParts {
             row_offsets: &row_offsets,
             columns: &columns,
             buckets: &buckets,
         };
-        Self::from_csr(
-            parts,
-            [batch, q_len],
-            total_k_len,
-            indexes[0].far_bucket(),
-            device,
-        )
+        Self::from_csr(parts, [batch, rows.len()], total_k_len, far, &device)
     }
+}
 
-    /// `[batch, q_len, total_k_len]` of a batch of row blocks that agree in shape.
-    fn check_blocks(indexes: &[&SparseDistanceIndex]) -> Result<[usize; 3], AttentionError> {
-        let Some(first) = indexes.first() else {
-            return Err(AttentionError::IndexData(
-                "no distance index blocks to batch".to_string(),
-            ));
-        };
-        for (b, index) in indexes.iter().enumerate() {
-            let shape = (index.len(), index.seq_len(), index.max_distance());
-            let expected = (first.len(), first.seq_len(), first.max_distance());
-            if shape != expected {
-                return Err(AttentionError::IndexData(format!(
-                    "distance index block {b} has (rows, seq_len, max_distance) {shape:?}, block 0 {expected:?}"
-                )));
-            }
+/// The far bucket of row blocks that fit a `[q_len, total_k_len]` frame.
+fn check_frame(
+    blocks: &[&SparseDistanceIndex],
+    q_len: usize,
+    total_k_len: usize,
+) -> Result<u8, AttentionError> {
+    let Some(first) = blocks.first() else {
+        return Err(AttentionError::IndexData(
+            "no distance index blocks to batch".to_string(),
+        ));
+    };
+    for (b, index) in blocks.iter().enumerate() {
+        if index.max_distance() != first.max_distance() {
+            return Err(AttentionError::IndexData(format!(
+                "distance index block {b} has max_distance {}, block 0 {}",
+                index.max_distance(),
+                first.max_distance()
+            )));
         }
-        Ok([indexes.len(), first.len(), first.seq_len()])
+        if index.len() > q_len || index.seq_len() > total_k_len {
+            return Err(AttentionError::IndexData(format!(
+                "distance index block {b} has {} rows of {} columns, more than the frame's {q_len} x {total_k_len}",
+                index.len(),
+                index.seq_len()
+            )));
+        }
     }
+    Ok(first.far_bucket())
 }
 
 /// [`BucketIndex`] at the primitive level.
@@ -319,7 +450,8 @@ pub(crate) struct HostCsr {
     row_offsets: Vec<usize>,
     columns: Vec<u32>,
     buckets: Vec<u8>,
-    q_len: usize,
+    /// Query rows per batch element.
+    pub(crate) q_len: usize,
     /// The bucket of every pair not stored.
     pub(crate) far_bucket: usize,
 }
