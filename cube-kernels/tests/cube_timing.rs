@@ -61,7 +61,7 @@ fn step(n: usize, head_dim: usize, rng: &mut ChaCha8Rng, device: &WgpuDevice) ->
     let started = Instant::now();
     let bias = AttentionBias {
         distance: Some(DistanceBias {
-            index,
+            index: index.into(),
             table,
             column_offset: 0,
         }),

@@ -209,6 +209,64 @@ fn load_bias<F: Float, I: Numeric>(
     }
 }
 
+/// The key tile `j0..j0 + walk` of the forward pass and the query backward pass (cube of query
+/// rows `i0..i0 + units`): `K` and `V` rows, key visibility and the bias block, between two
+/// cube barriers (the first lets the previous tile's readers finish).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_key_tile<F: Float, I: Numeric>(
+    k: &Tensor<F>,
+    v: &Tensor<F>,
+    index: &Tensor<I>,
+    table_tile: &SharedMemory<F>,
+    dense: &Tensor<F>,
+    mask: &Tensor<F>,
+    b: usize,
+    h: usize,
+    i0: usize,
+    q_len: usize,
+    j0: usize,
+    column_offset: usize,
+    k_tile: &mut SharedMemory<F>,
+    v_tile: &mut SharedMemory<F>,
+    visible: &mut SharedMemory<F>,
+    bias: &mut SharedMemory<F>,
+    #[comptime] head_dim: usize,
+    #[comptime] units: usize,
+    #[comptime] walk: usize,
+    #[comptime] has_distance: bool,
+    #[comptime] has_dense: bool,
+    #[comptime] has_mask: bool,
+) {
+    let k_len = k.shape(2);
+    let mut no_buckets = SharedMemory::<u32>::new(1usize);
+    sync_cube();
+    load_rows::<F>(k, b, h, j0, k_len, k_tile, walk, head_dim, units);
+    load_rows::<F>(v, b, h, j0, k_len, v_tile, walk, head_dim, units);
+    load_visible::<F>(mask, b, j0, k_len, visible, walk, units, has_mask);
+    load_bias::<F, I>(
+        index,
+        table_tile,
+        dense,
+        b,
+        h,
+        i0,
+        q_len,
+        j0,
+        k_len,
+        column_offset,
+        bias,
+        &mut no_buckets,
+        units,
+        walk,
+        units,
+        has_distance,
+        has_dense,
+        false,
+    );
+    sync_cube();
+}
+
 /// `Σ_c a[c] · tile[at + c]` over `head_dim` channels.
 #[cube]
 fn dot_tile<F: Float>(
@@ -309,8 +367,8 @@ pub(crate) fn forward_kernel<F: Float, I: Numeric>(
     mask: &Tensor<F>,
     packed: &mut Tensor<F>,
     scale: f32,
-    neg_inf: f32,
     column_offset: usize,
+    neg_inf: f32,
     #[comptime] head_dim: usize,
     #[comptime] units: usize,
     #[comptime] walk: usize,
@@ -334,7 +392,6 @@ pub(crate) fn forward_kernel<F: Float, I: Numeric>(
     let mut bias = SharedMemory::<F>::new(units * walk);
     let mut visible = SharedMemory::<F>::new(walk);
     let mut table_tile = SharedMemory::<F>::new(buckets);
-    let mut no_buckets = SharedMemory::<u32>::new(1usize);
     load_table::<F>(table, h, &mut table_tile, buckets, units, has_distance);
 
     let q_row = read_row::<F>(q, b, h, i, row_ok, F::cast_from(scale), head_dim);
@@ -346,31 +403,30 @@ pub(crate) fn forward_kernel<F: Float, I: Numeric>(
 
     for t in 0..tile_count(k_len, walk) {
         let j0 = t * walk;
-        sync_cube();
-        load_rows::<F>(k, b, h, j0, k_len, &mut k_tile, walk, head_dim, units);
-        load_rows::<F>(v, b, h, j0, k_len, &mut v_tile, walk, head_dim, units);
-        load_visible::<F>(mask, b, j0, k_len, &mut visible, walk, units, has_mask);
-        load_bias::<F, I>(
+        load_key_tile::<F, I>(
+            k,
+            v,
             index,
             &table_tile,
             dense,
+            mask,
             b,
             h,
             i0,
             q_len,
             j0,
-            k_len,
             column_offset,
+            &mut k_tile,
+            &mut v_tile,
+            &mut visible,
             &mut bias,
-            &mut no_buckets,
+            head_dim,
             units,
             walk,
-            units,
             has_distance,
             has_dense,
-            false,
+            has_mask,
         );
-        sync_cube();
         if row_ok {
             let mut tile_max = F::new(0.0);
             let mut any = false;
@@ -641,7 +697,6 @@ pub(crate) fn query_backward_kernel<F: Float, I: Numeric>(
     let mut d_s_tile = SharedMemory::<F>::new(units * walk);
     let mut visible = SharedMemory::<F>::new(walk);
     let mut table_tile = SharedMemory::<F>::new(buckets);
-    let mut no_buckets = SharedMemory::<u32>::new(1usize);
     load_table::<F>(table, h, &mut table_tile, buckets, units, has_distance);
 
     let q_row = read_row::<F>(q, b, h, i, row_ok, scale, head_dim);
@@ -656,31 +711,30 @@ pub(crate) fn query_backward_kernel<F: Float, I: Numeric>(
 
     for t in 0..tile_count(k_len, walk) {
         let j0 = t * walk;
-        sync_cube();
-        load_rows::<F>(k, b, h, j0, k_len, &mut k_tile, walk, head_dim, units);
-        load_rows::<F>(v, b, h, j0, k_len, &mut v_tile, walk, head_dim, units);
-        load_visible::<F>(mask, b, j0, k_len, &mut visible, walk, units, has_mask);
-        load_bias::<F, I>(
+        load_key_tile::<F, I>(
+            k,
+            v,
             index,
             &table_tile,
             dense,
+            mask,
             b,
             h,
             i0,
             q_len,
             j0,
-            k_len,
             column_offset,
+            &mut k_tile,
+            &mut v_tile,
+            &mut visible,
             &mut bias,
-            &mut no_buckets,
+            head_dim,
             units,
             walk,
-            units,
             has_distance,
             has_dense,
-            false,
+            has_mask,
         );
-        sync_cube();
         if row_ok {
             for c in 0..walk {
                 let mut d_s = F::new(0.0);

@@ -66,6 +66,46 @@ struct Launch<R: CubeRuntime, F, I, BT> {
     _elements: core::marker::PhantomData<(F, I, BT)>,
 }
 
+/// Launches one of the tiled kernels (every kernel but `shift_kernel`) over tiles of `rows`
+/// rows, one cube per (tile, head, batch): the common inputs `q, k, v, index, table, dense,
+/// mask`, then the kernel's own `tensors`, `scale`, `column_offset`, the kernel's own
+/// `scalars`, and the common comptime parameters (`head_dim`, the tiles, the bucket count, the
+/// `has_*` flags) and dtypes: the order all of them declare.
+macro_rules! launch_tiled {
+    ($launch:ident, $kernel:ident, rows: $rows:expr, tensors: [$($tensor:expr),* $(,)?],
+     scalars: [$($scalar:expr),* $(,)?] $(,)?) => {{
+        let tiles = $launch.tiles();
+        let (cube_count, cube_dim) = $launch.grid($rows, tiles);
+        let address = $launch.address_type(&[$(&$tensor),*]);
+        let ([_, _, _, head_dim], _) = $launch.dims();
+        kernels::$kernel::launch(
+            &$launch.q.client,
+            cube_count,
+            cube_dim,
+            address,
+            $launch.q.clone().into_tensor_arg(),
+            $launch.k.clone().into_tensor_arg(),
+            $launch.v.clone().into_tensor_arg(),
+            $launch.index.clone().into_tensor_arg(),
+            $launch.table.clone().into_tensor_arg(),
+            $launch.dense.clone().into_tensor_arg(),
+            $launch.mask.clone().into_tensor_arg(),
+            $($tensor.clone().into_tensor_arg(),)*
+            $launch.scale,
+            $launch.column_offset,
+            $($scalar,)*
+            head_dim,
+            tiles.units,
+            tiles.walk,
+            $launch.bucket_slots(),
+            $launch.has_distance,
+            $launch.has_dense,
+            $launch.has_mask,
+            [$launch.q.dtype.into(), $launch.index.dtype.into()],
+        )
+    }};
+}
+
 impl<R, F, I, BT> Launch<R, F, I, BT>
 where
     R: CubeRuntime,
@@ -207,36 +247,12 @@ where
     fn forward(self) -> CubeTensor<R> {
         let ([batch, heads, q_len, head_dim], _) = self.dims();
         let packed = self.empty(vec![batch, heads, q_len, head_dim + 1]);
-        let client = self.q.client.clone();
-        let tiles = self.tiles();
-        let (cube_count, cube_dim) = self.grid(q_len, tiles);
-        let address = self.address_type(&[&packed]);
-        let dtypes = [self.q.dtype.into(), self.index.dtype.into()];
-        let buckets = self.bucket_slots();
-        kernels::forward_kernel::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            address,
-            self.q.into_tensor_arg(),
-            self.k.into_tensor_arg(),
-            self.v.into_tensor_arg(),
-            self.index.into_tensor_arg(),
-            self.table.into_tensor_arg(),
-            self.dense.into_tensor_arg(),
-            self.mask.into_tensor_arg(),
-            packed.clone().into_tensor_arg(),
-            self.scale,
-            f32::NEG_INFINITY,
-            self.column_offset,
-            head_dim,
-            tiles.units,
-            tiles.walk,
-            buckets,
-            self.has_distance,
-            self.has_dense,
-            self.has_mask,
-            dtypes,
+        launch_tiled!(
+            self,
+            forward_kernel,
+            rows: q_len,
+            tensors: [packed],
+            scalars: [f32::NEG_INFINITY],
         );
         packed
     }
@@ -248,9 +264,7 @@ where
     ) -> GraphAttentionGrads<CubeBackend<R, F, I, BT>> {
         let ([batch, heads, q_len, head_dim], k_len) = self.dims();
         let client = self.q.client.clone();
-        let dtypes = [self.q.dtype.into(), self.index.dtype.into()];
         let tiles = self.tiles();
-        let buckets = self.bucket_slots();
 
         // D = rowsum(dO∘O), shifted by the log-sum-exp gradient
         let shift = self.empty(vec![batch, heads, q_len]);
@@ -277,35 +291,12 @@ where
         } else {
             self.empty(vec![1, 1, 1])
         };
-        let (cube_count, cube_dim) = self.grid(k_len, tiles);
-        kernels::key_backward_kernel::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            self.address_type(&[&packed_output, &packed_grad, &d_k, &d_v, &table_partial]),
-            self.q.clone().into_tensor_arg(),
-            self.k.clone().into_tensor_arg(),
-            self.v.clone().into_tensor_arg(),
-            self.index.clone().into_tensor_arg(),
-            self.table.clone().into_tensor_arg(),
-            self.dense.clone().into_tensor_arg(),
-            self.mask.clone().into_tensor_arg(),
-            packed_output.clone().into_tensor_arg(),
-            packed_grad.clone().into_tensor_arg(),
-            shift.clone().into_tensor_arg(),
-            d_k.clone().into_tensor_arg(),
-            d_v.clone().into_tensor_arg(),
-            table_partial.clone().into_tensor_arg(),
-            self.scale,
-            self.column_offset,
-            head_dim,
-            tiles.units,
-            tiles.walk,
-            buckets,
-            self.has_distance,
-            self.has_dense,
-            self.has_mask,
-            dtypes,
+        launch_tiled!(
+            self,
+            key_backward_kernel,
+            rows: k_len,
+            tensors: [packed_output, packed_grad, shift, d_k, d_v, table_partial],
+            scalars: [],
         );
 
         // dQ and the dense-bias gradient: one cube per query tile
@@ -315,34 +306,12 @@ where
         } else {
             self.empty(vec![1, 1, 1, 1])
         };
-        let (cube_count, cube_dim) = self.grid(q_len, tiles);
-        kernels::query_backward_kernel::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            self.address_type(&[&packed_output, &packed_grad, &d_q, &d_dense]),
-            self.q.into_tensor_arg(),
-            self.k.into_tensor_arg(),
-            self.v.into_tensor_arg(),
-            self.index.into_tensor_arg(),
-            self.table.into_tensor_arg(),
-            self.dense.into_tensor_arg(),
-            self.mask.into_tensor_arg(),
-            packed_output.into_tensor_arg(),
-            packed_grad.into_tensor_arg(),
-            shift.into_tensor_arg(),
-            d_q.clone().into_tensor_arg(),
-            d_dense.clone().into_tensor_arg(),
-            self.scale,
-            self.column_offset,
-            head_dim,
-            tiles.units,
-            tiles.walk,
-            buckets,
-            self.has_distance,
-            self.has_dense,
-            self.has_mask,
-            dtypes,
+        launch_tiled!(
+            self,
+            query_backward_kernel,
+            rows: q_len,
+            tensors: [packed_output, packed_grad, shift, d_q, d_dense],
+            scalars: [],
         );
 
         let table = self.has_distance.then(|| {
