@@ -111,7 +111,8 @@ fn load_column<F: Float>(
 /// Visibility (`1` visible, `0` masked or past `k_len`) of keys `start..start + keys` of batch
 /// element `b` into `out`.
 #[cube]
-#[allow(clippy::too_many_arguments)]
+// nested: the mask read must stay inside the comptime `has_mask` branch
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 fn load_visible<F: Float>(
     mask: &Tensor<F>,
     b: usize,
