@@ -2,8 +2,10 @@
 //! `Autodiff<Flex>` run) against the reference implementation with Burn tensor ops
 //! (`megagraph_kernels::reference`), at the primitive level, on the same inputs.
 //!
-//! `batch = 1`, `heads = 8`, `head_dim = 8`, a `u8` distance index `[1, N, N]` with 6 buckets
-//! (max distance 4), the default key tile (128). Run with
+//! `batch = 1`, `heads = 8`, `head_dim = 8`, a distance index over `[1, N, N]` with 6 buckets
+//! (max distance 4) of which 90% of the pairs are in the "farther" one, as in a graph, the default
+//! key tile (128). The fused path runs with the index dense (`u8`) and sparse (CSR); the
+//! reference with it dense. Run with
 //! `cargo bench -p megagraph-kernels --bench fused_cpu`; `MEGAGRAPH_BENCH_SIZES=1024,2708`
 //! overrides the sizes (default 1024,2708,4096). After criterion's report it prints one table of
 //! median times and the ratio reference / fused, measured in the same run.
@@ -15,7 +17,8 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use megagraph_kernels::{
-    DistanceBias, DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs, reference,
+    BucketIndex, CsrParts, DistanceBias, DistanceBiasPrimitive, GraphAttentionBackend,
+    GraphAttentionInputs, SparseBucketIndex, reference,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -24,8 +27,9 @@ const HEADS: usize = 8;
 const HEAD_DIM: usize = 8;
 const BUCKETS: usize = 6;
 
-/// Random inputs of size `n` and an upstream gradient of the packed result.
-fn inputs(n: usize) -> (GraphAttentionInputs<Flex>, FloatTensor<Flex>) {
+/// Random inputs of size `n` (with a sparse index when `sparse`) and an upstream gradient of the
+/// packed result.
+fn inputs(n: usize, sparse: bool) -> (GraphAttentionInputs<Flex>, FloatTensor<Flex>) {
     let device = Default::default();
     let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
     let mut float = |shape: [usize; 4]| {
@@ -39,11 +43,41 @@ fn inputs(n: usize) -> (GraphAttentionInputs<Flex>, FloatTensor<Flex>) {
     let shape = [1, HEADS, n, HEAD_DIM];
     let (q, k, v) = (float(shape), float(shape), float(shape));
     let grad = float([1, HEADS, n, HEAD_DIM + 1]);
+    let far = BUCKETS as u8 - 1;
     let buckets: Vec<u8> = (0..n * n)
-        .map(|_| rng.random_range(0..BUCKETS as u8))
+        .map(|_| {
+            if rng.random_bool(0.9) {
+                far
+            } else {
+                rng.random_range(0..far)
+            }
+        })
         .collect();
-    let index = DistanceBias::<Flex>::index_from_u8(buckets, [1, n, n], &device)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let index: BucketIndex<Flex> = if sparse {
+        let mut row_offsets = vec![0u64];
+        let (mut columns, mut stored) = (Vec::new(), Vec::new());
+        for row in buckets.chunks(n) {
+            for (c, &bucket) in row.iter().enumerate() {
+                if bucket != far {
+                    columns.push(c as u32);
+                    stored.push(bucket);
+                }
+            }
+            row_offsets.push(columns.len() as u64);
+        }
+        let parts = CsrParts {
+            row_offsets: &row_offsets,
+            columns: &columns,
+            buckets: &stored,
+        };
+        SparseBucketIndex::from_csr(parts, [1, n], n, far, &device)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into()
+    } else {
+        DistanceBias::<Flex>::index_from_u8(buckets, [1, n, n], &device)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into()
+    };
     let table: Vec<f32> = (0..BUCKETS * HEADS)
         .map(|_| rng.random_range(-1.0..1.0))
         .collect();
@@ -79,12 +113,18 @@ fn reference_step(x: &(GraphAttentionInputs<Flex>, FloatTensor<Flex>)) {
     std::hint::black_box(grads);
 }
 
+/// A benchmarked variant: its name, whether its index is sparse, and one forward + backward.
 type Variant = (
     &'static str,
+    bool,
     fn(&(GraphAttentionInputs<Flex>, FloatTensor<Flex>)),
 );
 
-const VARIANTS: [Variant; 2] = [("fused", fused), ("reference", reference_step)];
+const VARIANTS: [Variant; 3] = [
+    ("fused", false, fused),
+    ("fused-sparse", true, fused),
+    ("reference", false, reference_step),
+];
 
 fn sizes() -> Vec<usize> {
     std::env::var("MEGAGRAPH_BENCH_SIZES")
@@ -116,8 +156,8 @@ fn main() {
         let mut group = criterion.benchmark_group("fused_cpu");
         group.sampling_mode(SamplingMode::Flat);
         for &n in &sizes {
-            let x = inputs(n);
-            for (name, step) in VARIANTS {
+            for (name, sparse, step) in VARIANTS {
+                let x = inputs(n, sparse);
                 group.bench_with_input(BenchmarkId::new(name, n), &x, |bench, x| {
                     bench.iter(|| step(x))
                 });
@@ -127,23 +167,36 @@ fn main() {
     }
     criterion.final_summary();
 
-    println!("\nforward + backward, batch 1, {HEADS} heads, head_dim {HEAD_DIM}, u8 index");
+    println!("\nforward + backward, batch 1, {HEADS} heads, head_dim {HEAD_DIM}, 10% near pairs");
     println!(
-        "{:>6} {:>12} {:>14} {:>10}",
-        "N", "fused (ms)", "reference (ms)", "ratio"
+        "{:>6} {:>12} {:>19} {:>14} {:>17}",
+        "N", "fused (ms)", "fused-sparse (ms)", "reference (ms)", "reference/fused"
     );
     for &n in &sizes {
-        let x = inputs(n);
-        // interleaved so that a change of machine speed affects both alike
-        let mut fused_t = Vec::new();
-        let mut reference_t = Vec::new();
+        let xs: Vec<_> = VARIANTS
+            .iter()
+            .map(|&(_, sparse, _)| inputs(n, sparse))
+            .collect();
+        // interleaved so that a change of machine speed affects all alike
+        let mut times = vec![Vec::new(); VARIANTS.len()];
         for _ in 0..5 {
-            fused_t.push(median_seconds(1, || fused(&x)));
-            reference_t.push(median_seconds(1, || reference_step(&x)));
+            for (v, &(_, _, step)) in VARIANTS.iter().enumerate() {
+                times[v].push(median_seconds(1, || step(&xs[v])));
+            }
         }
-        fused_t.sort_by(f64::total_cmp);
-        reference_t.sort_by(f64::total_cmp);
-        let (f, r) = (fused_t[2], reference_t[2]);
-        println!("{n:>6} {:>12.2} {:>14.2} {:>9.2}x", f * 1e3, r * 1e3, r / f);
+        let median: Vec<f64> = times
+            .iter_mut()
+            .map(|t| {
+                t.sort_by(f64::total_cmp);
+                t[2]
+            })
+            .collect();
+        println!(
+            "{n:>6} {:>12.2} {:>19.2} {:>14.2} {:>16.2}x",
+            median[0] * 1e3,
+            median[1] * 1e3,
+            median[2] * 1e3,
+            median[2] / median[0]
+        );
     }
 }

@@ -146,7 +146,7 @@ fn blockwise_step(x: &Inputs) {
     let table = Tensor::<B, 2>::from_inner(x.table.clone()).require_grad();
     let bias = AttentionBias {
         distance: Some(DistanceBias {
-            index: Tensor::from_inner(x.index.clone()),
+            index: Tensor::<B, 3, Int>::from_inner(x.index.clone()).into(),
             table: table.clone(),
             column_offset: 0,
         }),

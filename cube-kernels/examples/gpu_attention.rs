@@ -4,12 +4,17 @@
 //!
 //! ```text
 //! cargo run --release -p megagraph-kernels --features cuda --example gpu_attention -- \
-//!     [--check-sizes 200,640] [--sizes 1024,4096,16384] [--head-dims 8,64] [--iterations 10]
+//!     [--check-sizes 200,640] [--sizes 4096,16384,65536] [--head-dims 8,64] [--iterations 10]
 //! ```
 //!
 //! Inputs are fresh random values (seeded per size); the distance index is a `u8` `[1, N, N]`
 //! tensor with 32 buckets and the table `[32, 8]`. The timed step is
 //! `graph_attention` forward, `Σ out∘R` backward, and a device sync, after two warm-up steps.
+//!
+//! Throughput counts the matmul FLOPs of FlashAttention's convention: `4·N²·head_dim` per head
+//! forward (`Q·Kᵀ`, `P·V`) and 2.5× that backward, so `14·N²·head_dim·heads` per step; the
+//! fraction of peak is against the H200's dense FP32 (non-tensor-core) rate, what the `f32`
+//! kernels run on ([`H200_FP32_PEAK`]).
 
 use std::time::Instant;
 
@@ -25,6 +30,15 @@ use rand_chacha::ChaCha8Rng;
 type Cuda = burn_cubecl::CubeBackend<CudaRuntime, f32, i32, u8>;
 
 const HEADS: usize = 8;
+/// H200 SXM dense FP32 peak, FLOP/s (NVIDIA's datasheet: 67 TFLOPS).
+const H200_FP32_PEAK: f64 = 67e12;
+/// H200 SXM dense BF16 tensor-core peak, FLOP/s (989 TFLOPS), for reference.
+const H200_BF16_PEAK: f64 = 989e12;
+
+/// FLOPs of one forward + backward step (FlashAttention's convention, see the module docs).
+fn step_flops(n: usize, head_dim: usize) -> f64 {
+    14.0 * (n as f64) * (n as f64) * head_dim as f64 * HEADS as f64
+}
 const BUCKETS: usize = 32;
 
 /// Host copies of one problem.
@@ -68,7 +82,7 @@ impl Problem {
             .unwrap_or_else(|e| panic!("{e}"));
         let bias = AttentionBias {
             distance: Some(DistanceBias {
-                index,
+                index: index.into(),
                 table: table.clone(),
                 column_offset: 0,
             }),
@@ -104,7 +118,7 @@ impl Problem {
             let table = Tensor::<A, 2>::from_inner(table.clone()).require_grad();
             let bias = AttentionBias {
                 distance: Some(DistanceBias {
-                    index: index.clone(),
+                    index: index.clone().into(),
                     table,
                     column_offset: 0,
                 }),
@@ -160,7 +174,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let check_sizes = list(&args, "--check-sizes", &[200, 640]);
-    let sizes = list(&args, "--sizes", &[1024, 4096, 16384]);
+    let sizes = list(&args, "--sizes", &[4096, 16384, 65536]);
     let head_dims = list(&args, "--head-dims", &[8, 64]);
     let iterations = list(&args, "--iterations", &[10]).first().copied().unwrap_or(10).max(1);
     let device = Default::default();
@@ -192,11 +206,15 @@ fn main() {
     for &n in &sizes {
         for &head_dim in &head_dims {
             let problem = Problem::random(n, head_dim);
-            let seconds = problem.time::<Autodiff<Cuda>>(&device, iterations);
+            let seconds = median(problem.time::<Autodiff<Cuda>>(&device, iterations));
+            let flops = step_flops(n, head_dim) / seconds;
             println!(
                 "{{\"kind\": \"time\", \"impl\": \"megagraph-cubecl\", \"n\": {n}, \"heads\": {HEADS}, \"head_dim\": {head_dim}, \
-                 \"median_seconds\": {:.6e}, \"iterations\": {iterations}}}",
-                median(seconds)
+                 \"median_seconds\": {seconds:.6e}, \"iterations\": {iterations}, \"tflops\": {:.3}, \
+                 \"fraction_of_fp32_peak\": {:.4}, \"fraction_of_bf16_peak\": {:.5}}}",
+                flops / 1e12,
+                flops / H200_FP32_PEAK,
+                flops / H200_BF16_PEAK,
             );
         }
     }

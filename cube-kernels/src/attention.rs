@@ -4,7 +4,7 @@ use burn::tensor::Tensor;
 
 use crate::backend::{DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs};
 use crate::reference::{float, primitive};
-use crate::{AttentionBias, AttentionError};
+use crate::{AttentionBias, AttentionError, BucketIndex};
 
 /// Options of [`graph_attention`].
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +38,8 @@ pub struct AttentionOutput<B: burn::tensor::backend::Backend> {
 ///
 /// - `q`: `[batch, heads, q_len, head_dim]`
 /// - `k`, `v`: `[batch, heads, k_len, head_dim]`
-/// - `bias`: distance bias (index `[batch, q_len, total_k_len]`, table `[buckets, heads]`), dense
+/// - `bias`: distance bias (index over `[batch, q_len, total_k_len]`, dense or sparse, table
+///   `[buckets, heads]`), dense
 ///   bias `[batch, heads, q_len, k_len]`, key padding mask `[batch, k_len]` — all optional.
 /// - returns `output [batch, heads, q_len, head_dim]` and `lse [batch, heads, q_len]`.
 ///
@@ -129,6 +130,25 @@ pub fn graph_attention<B: GraphAttentionBackend>(
                 dim: "buckets",
                 shape: table_dims.to_vec(),
             });
+        }
+        if let BucketIndex::Sparse(sparse) = &distance.index {
+            let stored = sparse.columns.dims()[0];
+            check_dims(
+                "bias.distance.index.buckets",
+                &sparse.buckets.dims(),
+                &[("stored", stored)],
+            )?;
+            check_dims(
+                "bias.distance.index.row_offsets",
+                &sparse.row_offsets.dims(),
+                &[("batch", batch), ("q_len + 1", q_len + 1)],
+            )?;
+            if sparse.far_bucket >= table_dims[0] || sparse.far_bucket > usize::from(u8::MAX) {
+                return Err(AttentionError::BucketOutOfRange {
+                    value: sparse.far_bucket as i64,
+                    buckets: table_dims[0].min(usize::from(u8::MAX) + 1),
+                });
+            }
         }
         if distance.column_offset + k_len > total_k_len {
             return Err(AttentionError::ColumnOffsetOutOfRange {

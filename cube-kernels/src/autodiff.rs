@@ -80,7 +80,7 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for 
             k: inputs.k.primitive,
             v: inputs.v.primitive,
             distance: inputs.distance.map(|d| DistanceBiasPrimitive {
-                index: d.index,
+                index: d.index.cast(),
                 table: d.table.primitive,
                 column_offset: d.column_offset,
             }),

@@ -2,15 +2,16 @@
 //! with their own kernels.
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
+use burn::tensor::ops::{BoolTensor, FloatTensor};
 
+use crate::index::BucketIndexPrimitive;
 use crate::reference;
 
 /// Distance bias at the primitive level (see [`DistanceBias`](crate::DistanceBias)).
 #[derive(Clone, Debug)]
 pub struct DistanceBiasPrimitive<B: Backend> {
-    /// `[batch, q_len, total_k_len]` int tensor of buckets.
-    pub index: IntTensor<B>,
+    /// The bucket of every pair over `[batch, q_len, total_k_len]`, dense or sparse.
+    pub index: BucketIndexPrimitive<B>,
     /// `[buckets, heads]` float table.
     pub table: FloatTensor<B>,
     /// First index column of the key block.

@@ -3,7 +3,7 @@
 
 use burn::tensor::{Bool, DType, Int, Tensor, TensorData, backend::Backend};
 
-use crate::AttentionError;
+use crate::{AttentionError, BucketIndex};
 
 /// Spatial bias read through a distance index: `bias[b, h, i, j] = table[index[b, i, c0 + j], h]`
 /// with `c0 = column_offset`.
@@ -12,9 +12,10 @@ use crate::AttentionError;
 /// the index one key tile at a time.
 #[derive(Clone, Debug)]
 pub struct DistanceBias<B: Backend> {
-    /// Distance bucket of every (query, key) pair: `[batch, q_len, total_k_len]`, values below
-    /// `buckets`. Stored as `u8` where the backend supports it (see [`DistanceBias::index_from_u8`]).
-    pub index: Tensor<B, 3, Int>,
+    /// Distance bucket of every (query, key) pair over `[batch, q_len, total_k_len]`, values
+    /// below `buckets`: dense (`u8` where the backend supports it, see
+    /// [`DistanceBias::index_from_u8`]) or sparse. A dense tensor converts with `.into()`.
+    pub index: BucketIndex<B>,
     /// Learned bias of every bucket and head: `[buckets, heads]`. Receives a gradient.
     pub table: Tensor<B, 2>,
     /// First index column of this key block: keys `0..k_len` read `index[.., .., column_offset + j]`.
@@ -46,21 +47,7 @@ impl<B: Backend> DistanceBias<B> {
         shape: [usize; 3],
         device: &B::Device,
     ) -> Result<Tensor<B, 3, Int>, AttentionError> {
-        let expected = shape.iter().product::<usize>();
-        if values.len() != expected {
-            return Err(AttentionError::IndexData(format!(
-                "{} values for shape {shape:?} ({expected} expected)",
-                values.len()
-            )));
-        }
-        let dtype = Self::index_dtype(device);
-        let data = TensorData::new(values, shape);
-        let data = if dtype == DType::U8 {
-            data
-        } else {
-            data.convert_dtype(dtype)
-        };
-        Ok(Tensor::from_data(data, (device, dtype)))
+        bytes_tensor(values, shape, device)
     }
 
     /// Checks that every index value is a row of the table (`0 <= value < buckets`).
@@ -75,26 +62,34 @@ impl<B: Backend> DistanceBias<B> {
     /// [`AttentionError::IndexData`] if the index cannot be read.
     pub fn check_bucket_range(&self) -> Result<(), AttentionError> {
         let buckets = self.table.dims()[0];
-        if self.index.shape().num_elements() == 0 {
-            return Ok(());
-        }
-        let read = |t: Tensor<B, 1, Int>| -> Result<i64, AttentionError> {
-            let data = t
-                .try_into_data()
-                .map_err(|err| AttentionError::IndexData(format!("{err:?}")))?;
-            data.iter::<i64>()
-                .next()
-                .ok_or_else(|| AttentionError::IndexData("empty reduction".to_string()))
+        let (values, far) = match &self.index {
+            BucketIndex::Dense(index) => (index.clone().reshape([-1]), None),
+            BucketIndex::Sparse(index) => (index.buckets.clone(), Some(index.far_bucket as i64)),
         };
-        let max = read(self.index.clone().max())?;
-        let min = read(self.index.clone().min())?;
-        if min < 0 {
+        let mut extremes: Vec<i64> = far.into_iter().collect();
+        if values.shape().num_elements() > 0 {
+            let read = |t: Tensor<B, 1, Int>| -> Result<i64, AttentionError> {
+                let data = t
+                    .try_into_data()
+                    .map_err(|err| AttentionError::IndexData(format!("{err:?}")))?;
+                data.iter::<i64>()
+                    .next()
+                    .ok_or_else(|| AttentionError::IndexData("empty reduction".to_string()))
+            };
+            extremes.push(read(values.clone().max())?);
+            extremes.push(read(values.min())?);
+        }
+        if let Some(&min) = extremes.iter().min()
+            && min < 0
+        {
             return Err(AttentionError::BucketOutOfRange {
                 value: min,
                 buckets,
             });
         }
-        if max >= buckets as i64 {
+        if let Some(&max) = extremes.iter().max()
+            && max >= buckets as i64
+        {
             return Err(AttentionError::BucketOutOfRange {
                 value: max,
                 buckets,
@@ -102,6 +97,33 @@ impl<B: Backend> DistanceBias<B> {
         }
         Ok(())
     }
+}
+
+/// An int tensor of `shape` from row-major `u8` values, in the dtype given by
+/// [`DistanceBias::index_dtype`].
+///
+/// # Errors
+/// [`AttentionError::IndexData`] if `values.len()` is not the shape's element count.
+pub(crate) fn bytes_tensor<B: Backend, const D: usize>(
+    values: Vec<u8>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Result<Tensor<B, D, Int>, AttentionError> {
+    let expected = shape.iter().product::<usize>();
+    if values.len() != expected {
+        return Err(AttentionError::IndexData(format!(
+            "{} values for shape {shape:?} ({expected} expected)",
+            values.len()
+        )));
+    }
+    let dtype = DistanceBias::<B>::index_dtype(device);
+    let data = TensorData::new(values, shape);
+    let data = if dtype == DType::U8 {
+        data
+    } else {
+        data.convert_dtype(dtype)
+    };
+    Ok(Tensor::from_data(data, (device, dtype)))
 }
 
 /// All additive terms and masks of the attention logits. Every part is optional.

@@ -31,6 +31,7 @@ mod cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
 mod error;
+mod index;
 mod merge;
 pub mod reference;
 
@@ -41,4 +42,7 @@ pub use backend::{
 };
 pub use bias::{AttentionBias, DistanceBias};
 pub use error::AttentionError;
+pub use index::{
+    BucketIndex, BucketIndexPrimitive, CsrParts, SparseBucketIndex, SparseBucketIndexPrimitive,
+};
 pub use merge::merge_partials;

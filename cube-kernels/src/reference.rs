@@ -22,6 +22,8 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorPrimitive};
 
 use crate::backend::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
+use crate::bias::bytes_tensor;
+use crate::index::{BucketIndexPrimitive, HostCsr, SparseBucketIndexPrimitive};
 
 /// Wraps a float primitive into a tensor.
 pub(crate) fn float<B: Backend, const D: usize>(primitive: FloatTensor<B>) -> Tensor<B, D> {
@@ -35,12 +37,20 @@ pub(crate) fn primitive<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Flo
 
 /// Distance bias of the tile loop, with the table transposed for a contiguous gather.
 struct TileDistance<B: Backend> {
-    /// `[batch, q_len, total_k_len]`.
-    index: Tensor<B, 3, Int>,
+    /// The buckets of the pairs.
+    index: TileIndex<B>,
     /// `[heads, buckets]`.
     table_t: Tensor<B, 2>,
     /// First index column of the key block.
     column_offset: usize,
+}
+
+/// The distance index as the tile loop reads it.
+enum TileIndex<B: Backend> {
+    /// `[batch, q_len, total_k_len]`.
+    Dense(Tensor<B, 3, Int>),
+    /// Read to the host once; each key tile is expanded there and uploaded.
+    Sparse(HostCsr),
 }
 
 /// Bucket indices of one key tile: a flat `[q_len · tile]` index per batch element, or `None`
@@ -82,7 +92,14 @@ impl<B: Backend> Tiles<B> {
             k,
             v: float(inputs.v),
             distance: inputs.distance.map(|d| TileDistance {
-                index: Tensor::from_primitive(d.index),
+                index: match d.index {
+                    BucketIndexPrimitive::Dense(index) => {
+                        TileIndex::Dense(Tensor::from_primitive(index))
+                    }
+                    BucketIndexPrimitive::Sparse(index) => {
+                        TileIndex::Sparse(HostCsr::read::<B>(&index))
+                    }
+                },
                 table_t: float::<B, 2>(d.table).transpose(),
                 column_offset: d.column_offset,
             }),
@@ -118,14 +135,28 @@ impl<B: Backend> Tiles<B> {
     fn tile_buckets(&self, j0: usize, j1: usize) -> TileBuckets<B> {
         self.distance.as_ref().map(|d| {
             let c0 = d.column_offset;
-            (0..self.batch)
-                .map(|b| {
-                    d.index
-                        .clone()
-                        .slice([b..b + 1, 0..self.q_len, c0 + j0..c0 + j1])
-                        .reshape([self.q_len * (j1 - j0)])
-                })
-                .collect()
+            match &d.index {
+                TileIndex::Dense(index) => (0..self.batch)
+                    .map(|b| {
+                        index
+                            .clone()
+                            .slice([b..b + 1, 0..self.q_len, c0 + j0..c0 + j1])
+                            .reshape([self.q_len * (j1 - j0)])
+                    })
+                    .collect(),
+                TileIndex::Sparse(csr) => {
+                    let device = self.qs.device();
+                    let tile = csr.densify(self.batch, c0 + j0..c0 + j1);
+                    let per_batch = self.q_len * (j1 - j0);
+                    (0..self.batch)
+                        .map(|b| {
+                            let values = tile[b * per_batch..(b + 1) * per_batch].to_vec();
+                            bytes_tensor::<B, 1>(values, [per_batch], &device)
+                                .unwrap_or_else(|err| unreachable!("sized above: {err}"))
+                        })
+                        .collect()
+                }
+            }
         })
     }
 
@@ -250,9 +281,22 @@ fn batch_slice<B: Backend>(
         k: rows4(&inputs.k),
         v: rows4(&inputs.v),
         distance: inputs.distance.as_ref().map(|d| DistanceBiasPrimitive {
-            index: Tensor::<B, 3, Int>::from_primitive(d.index.clone())
-                .slice(range.clone())
-                .into_primitive(),
+            index: match &d.index {
+                BucketIndexPrimitive::Dense(index) => BucketIndexPrimitive::Dense(
+                    Tensor::<B, 3, Int>::from_primitive(index.clone())
+                        .slice(range.clone())
+                        .into_primitive(),
+                ),
+                // offsets run over the whole batch: a batch range is a slice of them alone
+                BucketIndexPrimitive::Sparse(index) => {
+                    BucketIndexPrimitive::Sparse(SparseBucketIndexPrimitive {
+                        row_offsets: Tensor::<B, 2, Int>::from_primitive(index.row_offsets.clone())
+                            .slice(range.clone())
+                            .into_primitive(),
+                        ..index.clone()
+                    })
+                }
+            },
             table: d.table.clone(),
             column_offset: d.column_offset,
         }),
@@ -485,11 +529,13 @@ mod tests {
             k: random([batch, heads, n, 4]),
             v: random([batch, heads, n, 4]),
             distance: Some(DistanceBiasPrimitive {
-                index: Tensor::<B, 3, Int>::from_data(
-                    TensorData::new(buckets, [batch, n, n]),
-                    &device,
-                )
-                .into_primitive(),
+                index: BucketIndexPrimitive::Dense(
+                    Tensor::<B, 3, Int>::from_data(
+                        TensorData::new(buckets, [batch, n, n]),
+                        &device,
+                    )
+                    .into_primitive(),
+                ),
                 table: primitive(Tensor::<B, 2>::random(
                     [5, heads],
                     Distribution::Normal(0.0, 1.0),

@@ -103,11 +103,21 @@ fn run<A: GraphAttentionBackend + AutodiffBackend>(
 }
 
 fn compare(case: &Case, seed: u64, rng: &mut rand_chacha::ChaCha8Rng, permuted: bool) {
+    compare_with_block(case, seed, rng, permuted, 16);
+}
+
+fn compare_with_block(
+    case: &Case,
+    seed: u64,
+    rng: &mut rand_chacha::ChaCha8Rng,
+    permuted: bool,
+    block_size: usize,
+) {
     let d = case.dims;
     let r_out = uniform(rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
     let r_lse = uniform(rng, d.batch * d.heads * d.q_len, 1.0);
     let flex = run::<Autodiff<Flex>>(case, &Default::default(), 16, &r_out, &r_lse, false);
-    let wgpu = run::<Autodiff<Wgpu>>(case, &device(), 16, &r_out, &r_lse, permuted);
+    let wgpu = run::<Autodiff<Wgpu>>(case, &device(), block_size, &r_out, &r_lse, permuted);
     let mut names = vec!["output", "lse", "dq", "dk", "dv"];
     if case.index.is_some() {
         names.push("dtable");
@@ -166,6 +176,108 @@ fn wgpu_kernels_match_flex_reference() {
         },
     );
     compare(&distance_only, seed, &mut rng, true);
+}
+
+/// Every specialized head_dim (and a generic one), over several query and key tiles with ragged
+/// tails, each with another mix of features.
+#[test]
+fn wgpu_kernels_match_flex_reference_per_head_dim() {
+    let (mut rng, seed) = seeded_rng("wgpu_kernels_match_flex_reference_per_head_dim");
+    let cases = [
+        // head_dim, q_len, k_len, column offset, distance, dense, mask, all-masked batch
+        (8, 70, 45, 3, true, false, true, true),
+        (16, 33, 65, 0, true, true, false, false),
+        (32, 40, 31, 9, true, false, true, false),
+        (64, 65, 50, 1, false, true, true, true),
+        (128, 34, 40, 2, true, true, true, false),
+        (12, 37, 19, 0, true, false, false, false),
+    ];
+    for (head_dim, q_len, k_len, column_offset, distance, dense, mask, all_masked) in cases {
+        let case = Case::random(
+            &mut rng,
+            Dims {
+                batch: 2,
+                heads: 2,
+                q_len,
+                k_len,
+                head_dim,
+                buckets: 7,
+                total_k_len: k_len + column_offset + 2,
+                column_offset,
+            },
+            Features {
+                distance,
+                dense,
+                mask,
+                all_masked_batch: all_masked,
+            },
+        );
+        compare(&case, seed, &mut rng, false);
+    }
+}
+
+/// Many buckets (more than the 32 units of a cube, so the table gradient is reduced in several
+/// chunks) and a block size that picks the smallest key tile.
+#[test]
+fn wgpu_table_gradient_with_many_buckets() {
+    let (mut rng, seed) = seeded_rng("wgpu_table_gradient_with_many_buckets");
+    let case = Case::random(
+        &mut rng,
+        Dims {
+            batch: 3,
+            heads: 2,
+            q_len: 41,
+            k_len: 77,
+            head_dim: 16,
+            buckets: 200,
+            total_k_len: 77,
+            column_offset: 0,
+        },
+        Features {
+            distance: true,
+            dense: false,
+            mask: true,
+            all_masked_batch: false,
+        },
+    );
+    compare_with_block(&case, seed, &mut rng, false, 5);
+}
+
+/// All keys of every batch element masked: zero outputs and gradients, `-inf` lse, no NaN.
+#[test]
+fn wgpu_all_masked_rows_give_no_nan() {
+    let (mut rng, seed) = seeded_rng("wgpu_all_masked_rows_give_no_nan");
+    let mut case = Case::random(
+        &mut rng,
+        Dims {
+            batch: 1,
+            heads: 2,
+            q_len: 35,
+            k_len: 20,
+            head_dim: 8,
+            buckets: 3,
+            total_k_len: 20,
+            column_offset: 0,
+        },
+        Features {
+            distance: true,
+            dense: true,
+            mask: true,
+            all_masked_batch: true,
+        },
+    );
+    if let Some(mask) = &mut case.mask {
+        mask.iter_mut().for_each(|m| *m = true);
+    }
+    compare(&case, seed, &mut rng, false);
+    let d = case.dims;
+    let r_out = uniform(&mut rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
+    let r_lse = uniform(&mut rng, d.batch * d.heads * d.q_len, 1.0);
+    let found = run::<Autodiff<Wgpu>>(&case, &device(), 16, &r_out, &r_lse, false);
+    for (n, values) in found.iter().enumerate() {
+        assert!(values.iter().all(|x| !x.is_nan()), "NaN in result {n}");
+    }
+    assert!(found[1].iter().all(|x| *x == f64::NEG_INFINITY), "lse of masked rows");
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn qkv(q: [usize; 4], kv: [usize; 4]) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 
 fn distance(index: [usize; 3], table: [usize; 2], column_offset: usize) -> DistanceBias<B> {
     let device = Default::default();
     DistanceBias {
-        index: Tensor::<B, 3, Int>::zeros(index, &device),
+        index: Tensor::<B, 3, Int>::zeros(index, &device).into(),
         table: Tensor::zeros(table, &device),
         column_offset,
     }
@@ -143,7 +143,7 @@ fn bucket_range_check_reports_out_of_range_values() {
     let index = DistanceBias::<B>::index_from_u8(vec![0, 1, 2, 9], [1, 2, 2], &device)
         .unwrap_or_else(|e| panic!("{e}"));
     let mut bias = DistanceBias {
-        index,
+        index: index.into(),
         table: Tensor::zeros([5, 2], &device),
         column_offset: 0,
     };

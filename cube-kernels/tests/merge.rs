@@ -57,7 +57,7 @@ fn block(case: &Case, x: &Leaves, j0: usize, j1: usize, block_size: usize) -> At
     });
     let bias = AttentionBias {
         distance: Some(DistanceBias {
-            index,
+            index: index.into(),
             table: x.table.clone(),
             column_offset: d.column_offset + j0,
         }),

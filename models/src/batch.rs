@@ -1,4 +1,5 @@
 use burn::tensor::{Bool, Int, Tensor, backend::Backend};
+use megagraph_kernels::BucketIndex;
 
 /// What the input encoder reads for each node of a sequence.
 #[derive(Clone, Debug)]
@@ -19,9 +20,10 @@ pub struct GraphBatch<B: Backend> {
     pub in_degree: Tensor<B, 2, Int>,
     /// Out-degree of each node in the graph, shape `[batch, seq]`.
     pub out_degree: Tensor<B, 2, Int>,
-    /// Shortest-path distance bucket of every node pair, shape `[batch, seq, seq]`
-    /// (values `0..=max_distance`, and `max_distance + 1` for "farther or unreachable").
-    pub distance: Tensor<B, 3, Int>,
+    /// Shortest-path distance bucket of every node pair over `[batch, seq, seq]` (values
+    /// `0..=max_distance`, and `max_distance + 1` for "farther or unreachable"): a dense
+    /// `Tensor<B, 3, Int>` (`.into()`) or sparse, with only the near pairs stored.
+    pub distance: BucketIndex<B>,
     /// Padding mask, shape `[batch, seq]`; `true` marks a padded position.
     pub padding: Tensor<B, 2, Bool>,
 }

@@ -8,7 +8,7 @@ with 32 buckets and a learned table [32, 8]; forward, backward of sum(out * R), 
 - flex:  FlexAttention (torch.compile'd) with a score_mod that reads table[index[b, q, k], h].
 
 Prints one JSON object per line. Sizes whose dense mask does not fit are reported as errors.
-Usage: torch_attention.py [--sizes 1024,4096,16384] [--head-dims 8,64] [--iterations 10]
+Usage: torch_attention.py [--sizes 4096,16384,65536] [--head-dims 8,64] [--iterations 10]
 """
 
 import argparse
@@ -20,7 +20,7 @@ import time
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1024,4096,16384")
+    parser.add_argument("--sizes", default="4096,16384,65536")
     parser.add_argument("--head-dims", default="8,64")
     parser.add_argument("--iterations", type=int, default=10)
     args = parser.parse_args()
@@ -89,6 +89,8 @@ def main() -> int:
                         "kind": "time", "impl": name, "n": n, "heads": heads, "head_dim": head_dim,
                         "median_seconds": statistics.median(seconds), "iterations": args.iterations,
                         "peak_bytes": torch.cuda.max_memory_allocated(),
+                        # FlashAttention's convention: 4·N²·Dh per head forward, 2.5x backward
+                        "tflops": 14.0 * n * n * head_dim * heads / statistics.median(seconds) / 1e12,
                     }))
                 except Exception as error:  # out of memory, compile failure
                     print(json.dumps({"kind": "error", "impl": name, "n": n, "head_dim": head_dim,

@@ -104,6 +104,7 @@ impl<Bk: Backend> BatchSource<Bk> for Sequences {
                 in_degree: ints(per_node(2, 64)),
                 out_degree: ints(per_node(3, 64)),
                 distance: DistanceBias::<Bk>::index_from_u8(distance, [n, s, s], device)
+                    .map(Into::into)
                     .map_err(|e| e.to_string())?,
                 padding: Tensor::<Bk, 2>::zeros([n, s], device).equal_elem(1.0),
             },

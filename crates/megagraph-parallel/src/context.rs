@@ -404,7 +404,7 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
             k: inputs.k.primitive,
             v: inputs.v.primitive,
             distance: Some(DistanceBiasPrimitive {
-                index: distance.index,
+                index: distance.index.cast(),
                 table: distance.table.primitive,
                 column_offset: 0,
             }),

@@ -8,6 +8,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, Int, Tensor};
+use megagraph_kernels::BucketIndex;
 use megagraph_models::{GraphBatch, NodeInput};
 
 use crate::ParallelError;
@@ -23,6 +24,26 @@ pub struct TrainBatch<B: Backend> {
     pub train_weight: Tensor<B, 2>,
 }
 
+/// Which part of a micro-batch one rank computes: the rows of its context block, and whether it
+/// embeds the node inputs (only the first pipeline stage does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRequest {
+    /// Context-parallel degree: the sequence is padded to [`padded_len`] and cut in `cp` blocks.
+    pub cp: usize,
+    /// The rank's position in the context ring, `0..cp`.
+    pub position: usize,
+    /// Whether the block needs its node inputs (features or ids).
+    pub with_input: bool,
+}
+
+impl BlockRequest {
+    /// The rows of the padded sequence of `seq_len` nodes that this block covers.
+    pub fn rows(&self, seq_len: usize) -> std::ops::Range<usize> {
+        let block = padded_len(seq_len, self.cp) / self.cp.max(1);
+        self.position * block..(self.position + 1) * block
+    }
+}
+
 /// Where the ranks of a mesh get their micro-batches.
 ///
 /// Shared by every worker thread, so it must be `Send + Sync`; every rank of a micro-batch's
@@ -34,6 +55,27 @@ pub trait BatchSource<B: Backend>: Send + Sync {
     ///
     /// Any message; the trainer reports it as [`ParallelError::Source`] naming the rank.
     fn batch(&self, sequences: &[usize], device: &B::Device) -> Result<TrainBatch<B>, String>;
+
+    /// One rank's block of the batch of `sequences` (see [`BlockBatch`]). The default builds the
+    /// whole batch with [`batch`](Self::batch) and keeps the block's rows; a source that can
+    /// build the rows alone should, so that no rank holds a whole `[batch, S, S]` index or the
+    /// node inputs of rows it does not compute.
+    ///
+    /// # Errors
+    ///
+    /// Any message; the trainer reports it as [`ParallelError::Source`] naming the rank.
+    fn block(
+        &self,
+        sequences: &[usize],
+        request: BlockRequest,
+        device: &B::Device,
+    ) -> Result<BlockBatch<B>, String> {
+        let mut block = BlockBatch::of(self.batch(sequences, device)?, request.cp, request.position)?;
+        if !request.with_input {
+            block.input = None;
+        }
+        Ok(block)
+    }
 
     /// The number of positions with training weight 1 in `sequences`, computed on the host (no
     /// device work): the normalizer of a step's loss, so that the loss and the summed gradients
@@ -81,17 +123,22 @@ pub fn padded_len(seq_len: usize, cp: usize) -> usize {
     seq_len.div_ceil(cp.max(1)) * cp.max(1)
 }
 
-/// One rank's share of a micro-batch: the rows of its context block.
+/// One rank's share of a micro-batch: the rows of its context block (see [`BlockRequest`]).
+///
+/// Every field has the block's rows `[batch, block]` of the sequence padded to a multiple of
+/// `cp`; padded positions are masked keys with weight 0.
 #[derive(Clone, Debug)]
-pub(crate) struct BlockBatch<B: Backend> {
-    /// Node input of the block, `[batch, block, features]` or `[batch, block]`.
-    pub input: NodeInput<B>,
+pub struct BlockBatch<B: Backend> {
+    /// Node input of the block, `[batch, block, features]` or `[batch, block]`; `None` when the
+    /// rank does not embed (a later pipeline stage).
+    pub input: Option<NodeInput<B>>,
     /// `[batch, block]`.
     pub in_degree: Tensor<B, 2, Int>,
     /// `[batch, block]`.
     pub out_degree: Tensor<B, 2, Int>,
-    /// Distance index rows of the block's nodes, `[batch, block, padded_seq]`.
-    pub index_rows: Tensor<B, 3, Int>,
+    /// Distance index rows of the block's nodes over `[batch, block, padded_seq]`, dense or
+    /// sparse.
+    pub index_rows: BucketIndex<B>,
     /// `[batch, block]`, `true` = padding.
     pub padding: Tensor<B, 2, Bool>,
     /// `[batch, block]`.
@@ -148,7 +195,8 @@ where
 }
 
 impl<B: Backend> BlockBatch<B> {
-    /// The block of ring position `position` of `cp` in `batch`.
+    /// The block of ring position `position` of `cp` in `batch` (a sparse index is read back to
+    /// the host to cut its rows).
     ///
     /// # Errors
     ///
@@ -191,17 +239,25 @@ impl<B: Backend> BlockBatch<B> {
             }
             NodeInput::Ids(ids) => NodeInput::Ids(int2(ids, 0)),
         };
-        // padded rows and columns get bucket 0: they are masked keys or ignored queries
-        let index_rows = compact(
-            pad_int(pad_int(batch.graph.distance, 2, padded, 0), 1, padded, 0)
-                .slice([b.clone(), rows.clone(), 0..padded]),
-            cp,
-        );
+        // padded rows and columns get bucket 0 (dense) or the far bucket (sparse): they are
+        // masked keys or ignored queries
+        let index_rows = match batch.graph.distance {
+            BucketIndex::Dense(distance) => BucketIndex::Dense(compact(
+                pad_int(pad_int(distance, 2, padded, 0), 1, padded, 0)
+                    .slice([b.clone(), rows.clone(), 0..padded]),
+                cp,
+            )),
+            BucketIndex::Sparse(distance) => BucketIndex::Sparse(
+                distance
+                    .block_rows(rows.clone(), padded)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
         let padding = pad_int(batch.graph.padding.int(), 1, padded, 1)
             .slice([b.clone(), rows.clone()])
             .equal_elem(1);
         Ok(Self {
-            input,
+            input: Some(input),
             in_degree: int2(batch.graph.in_degree, 0),
             out_degree: int2(batch.graph.out_degree, 0),
             index_rows,
@@ -252,7 +308,11 @@ mod tests {
                 )),
                 in_degree: Tensor::ones([1, seq], &device),
                 out_degree: Tensor::ones([1, seq], &device),
-                distance: Tensor::from_data(TensorData::new(distance, [1, seq, seq]), &device),
+                distance: Tensor::<B, 3, Int>::from_data(
+                    TensorData::new(distance, [1, seq, seq]),
+                    &device,
+                )
+                .into(),
                 padding: Tensor::<B, 2, Int>::zeros([1, seq], &device).equal_elem(1),
             },
             labels: Tensor::ones([1, seq], &device),
@@ -260,19 +320,24 @@ mod tests {
         };
         let last = BlockBatch::of(batch.clone(), 2, 1).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(last.index_rows.dims(), [1, 3, 6]);
+        let (BucketIndex::Dense(index_rows), BucketIndex::Dense(distance)) =
+            (&last.index_rows, &batch.graph.distance)
+        else {
+            panic!("dense indexes");
+        };
         // the block is a copy in the index's own dtype (a u8 index stays u8)
-        assert_eq!(last.index_rows.dtype(), batch.graph.distance.dtype());
+        assert_eq!(index_rows.dtype(), distance.dtype());
+        let index_rows = index_rows.clone();
         let ids = match last.input {
-            NodeInput::Ids(ids) => ids.into_data().iter::<i64>().collect(),
-            NodeInput::Features(_) => Vec::new(),
+            Some(NodeInput::Ids(ids)) => ids.into_data().iter::<i64>().collect(),
+            _ => Vec::new(),
         };
         assert_eq!(ids, vec![4, 5, 0]);
         let padding: Vec<bool> = last.padding.into_data().iter::<bool>().collect();
         assert_eq!(padding, vec![false, false, true]);
         let weight: Vec<f32> = last.weight.into_data().iter::<f32>().collect();
         assert_eq!(weight, vec![1.0, 1.0, 0.0]);
-        let row = last
-            .index_rows
+        let row = index_rows
             .slice([0..1, 0..1, 0..6])
             .into_data()
             .iter::<i64>()

@@ -50,7 +50,7 @@ mod worker;
 
 pub use config::{ParallelConfig, ParallelConfigError};
 pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
-pub use data::{BatchSource, TrainBatch, padded_len, shard_sequences};
+pub use data::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};

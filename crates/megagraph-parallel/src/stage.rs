@@ -7,7 +7,7 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Distribution, Int, Tensor};
-use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias};
+use megagraph_kernels::{AttentionBias, AttentionOptions, BucketIndex, DistanceBias};
 use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncoding};
 use megagraph_models::{GraphTransformer, GraphTransformerLayer, NodeInput};
 
@@ -164,8 +164,8 @@ pub(crate) fn fresh_leaves<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
 
 /// Per-micro-batch context of a stage's forward pass.
 pub(crate) struct BlockContext<'a, B: ContextParallelBackend> {
-    /// Distance index rows of the block, `[batch, block, padded_seq]`.
-    pub index_rows: Tensor<B, 3, Int>,
+    /// Distance index rows of the block over `[batch, block, padded_seq]`.
+    pub index_rows: BucketIndex<B>,
     /// Key padding mask of the block, `[batch, block]`.
     pub padding: Tensor<B, 2, Bool>,
     /// The spatial table `[buckets, heads]` (stage 0's parameter, or the value received with the

@@ -14,7 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor};
 
 use crate::context::{ContextParallelBackend, RingCall};
-use crate::data::{BatchSource, BlockBatch};
+use crate::data::{BatchSource, BlockRequest};
 use crate::gradients::{GradientReducer, flatten, unflatten};
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
@@ -73,6 +73,12 @@ pub struct RankReport {
     /// Peak bytes allocated by its thread during the step, when a
     /// [`CountingAllocator`](crate::CountingAllocator) is the global allocator.
     pub peak_bytes: Option<usize>,
+    /// Bytes of the largest distance index (its block's rows, dense or sparse) it held for a
+    /// micro-batch of the step.
+    pub index_bytes: usize,
+    /// What a dense `u8` index of the same rows would take (`batch x block rows x padded
+    /// sequence`).
+    pub dense_index_bytes: usize,
 }
 
 /// A worker's answer.
@@ -199,6 +205,8 @@ struct Worker<B: ContextParallelBackend> {
     replies: Sender<Reply<B>>,
     /// Time spent waiting for pipeline messages and the all-reduce during the current step.
     waited: Cell<Duration>,
+    /// The largest distance index of the current step's micro-batches: (bytes held, dense bytes).
+    index_bytes: Cell<(usize, usize)>,
 }
 
 impl<B: ContextParallelBackend> Worker<B> {
@@ -239,6 +247,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             commands: setup.commands,
             replies: setup.replies,
             waited: Cell::new(Duration::ZERO),
+            index_bytes: Cell::new((0, 0)),
         };
         worker.reply(Ok(ReplyBody::Ready));
         Ok(worker)
@@ -338,6 +347,7 @@ impl<B: ContextParallelBackend> Worker<B> {
         let started = Instant::now();
         let ring_waited = self.links.ring.waited_seconds();
         self.waited.set(Duration::ZERO);
+        self.index_bytes.set((0, 0));
         self.meter.reset_peak();
         let micro_batches = plan
             .replicas
@@ -422,6 +432,8 @@ impl<B: ContextParallelBackend> Worker<B> {
             seconds,
             busy_seconds: (seconds - waited).max(0.0),
             peak_bytes: self.peak_bytes(),
+            index_bytes: self.index_bytes.get().0,
+            dense_index_bytes: self.index_bytes.get().1,
         };
         Ok((report, reduced_loss))
     }
@@ -438,16 +450,28 @@ impl<B: ContextParallelBackend> Worker<B> {
             rank: self.rank,
             message,
         };
-        let batch = self
+        let request = BlockRequest {
+            cp: self.shape.cp,
+            position: self.coord.cp_rank,
+            with_input: self.coord.stage == 0,
+        };
+        let block = self
             .source
-            .batch(sequences, &self.device)
+            .block(sequences, request, &self.device)
             .map_err(source_error)?;
-        let block =
-            BlockBatch::of(batch, self.shape.cp, self.coord.cp_rank).map_err(source_error)?;
+        let [batch, rows, columns] = block.index_rows.dims();
+        let (held, dense) = self.index_bytes.get();
+        self.index_bytes.set((
+            held.max(block.index_rows.bytes()),
+            dense.max(batch * rows * columns),
+        ));
         let module = fresh_leaves(self.module()?.clone());
         let (x, table, input) = if self.coord.stage == 0 {
+            let node_input = block
+                .input
+                .ok_or_else(|| self.internal("the source gave stage 0 no node input"))?;
             let x = module
-                .embed(block.input, block.in_degree, block.out_degree)
+                .embed(node_input, block.in_degree, block.out_degree)
                 .ok_or_else(|| self.internal("stage 0 without embedding"))?;
             let table = module
                 .spatial

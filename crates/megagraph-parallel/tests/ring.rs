@@ -113,7 +113,7 @@ fn whole(case: &Case) -> Results {
     );
     let bias = AttentionBias {
         distance: Some(DistanceBias {
-            index,
+            index: index.into(),
             table: table.clone(),
             column_offset: 0,
         }),
@@ -209,7 +209,7 @@ fn position(
         v.clone(),
         AttentionBias {
             distance: Some(DistanceBias {
-                index,
+                index: index.into(),
                 table: table.clone(),
                 column_offset: 0,
             }),
@@ -362,7 +362,7 @@ fn inconsistent_shapes_are_refused() {
         k,
         AttentionBias {
             distance: Some(DistanceBias {
-                index: index.clone(),
+                index: index.clone().into(),
                 table: table.clone(),
                 column_offset: 0,
             }),
@@ -411,7 +411,7 @@ fn inconsistent_shapes_are_refused() {
     );
     let dense = AttentionBias {
         distance: Some(DistanceBias {
-            index,
+            index: index.into(),
             table,
             column_offset: 0,
         }),

@@ -1,11 +1,16 @@
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
-use megagraph_graph::distance::{DistanceIndex, DistanceScope, distance_indexes_with_progress};
+use megagraph_graph::distance::DistanceScope;
 use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
-use megagraph_graph::Dataset;
-use megagraph_kernels::DistanceBias;
+use megagraph_graph::{Dataset, SparseDistanceIndex, sparse_distance_index_parallel};
+use megagraph_kernels::BucketIndex;
+use megagraph_models::{GraphBatch, NodeInput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use megagraph_models::{GraphBatch, NodeInput};
+use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::progress::PrepareProgress;
@@ -41,18 +46,35 @@ pub struct SequenceOptions {
 
 /// A graph dataset as node sequences with their structural inputs: what a Graph Transformer
 /// trains on. Every node is in exactly one sequence.
+///
+/// Distance indexes are not stored: each batch builds the rows it needs (bounded BFS, parallel
+/// over rows) when it is asked for, as a sparse index or, where the pairs are dense enough, a
+/// dense one ([`BucketIndex::from_row_blocks`]). Host memory therefore grows with the graph and
+/// one batch, not with `N · S`.
 pub struct SequenceDataset {
     /// The underlying graph, features, labels and split.
     pub dataset: Dataset,
     /// Node ids of each sequence (at most `seq_len` each).
     pub sequences: Vec<Vec<u32>>,
-    /// Distance index of each sequence.
-    pub distances: Vec<DistanceIndex>,
     /// Padded sequence length.
     pub seq_len: usize,
     /// Number of distance buckets (`max_distance + 2`).
     pub num_buckets: usize,
+    /// Seconds spent partitioning the nodes into sequences.
+    pub partition_seconds: f64,
+    max_distance: u8,
+    scope: DistanceScope,
     roles: Vec<SplitRole>,
+    /// Nanoseconds spent building distance rows, summed over every call.
+    index_nanos: AtomicU64,
+}
+
+/// Rows of a batch as a rank computes them: the nodes at each position and their distance rows.
+struct HostBlock {
+    /// The node at each position (`None` = padding), row-major `[batch, rows]`.
+    nodes: Vec<Option<u32>>,
+    /// Per sequence the distance rows of the block's rows that hold a node.
+    index: Vec<SparseDistanceIndex>,
 }
 
 /// One batch of sequences: the model input and the per-position targets.
@@ -74,19 +96,23 @@ impl SequenceDataset {
         Self::with_progress(dataset, options, &Quiet)
     }
 
-    /// [`new`](Self::new), reporting the partitioning (in nodes) and the distance indexes (in
-    /// sequences) to `progress`.
+    /// [`new`](Self::new), reporting the partitioning (in nodes) to `progress`.
+    ///
+    /// # Errors
+    /// [`TrainError`](crate::error::TrainError) from the graph when `max_distance` is too large
+    /// for `u8` buckets.
     pub fn with_progress(dataset: Dataset, options: SequenceOptions, progress: &dyn PrepareProgress) -> Result<Self> {
         let graph = &dataset.graph;
+        // checks max_distance (and the graph) before any work
+        if let Some(&node) = (graph.num_nodes() > 0).then_some(&0u32) {
+            SparseDistanceIndex::new(graph, &[node], 0..1, options.max_distance, options.scope)?;
+        }
         progress.start("sequences", graph.num_nodes(), "nodes");
         let advance = |done| progress.advance(done);
+        let started = Instant::now();
         let sequences = node_sequences_with_progress(graph, options.seq_len, options.strategy, options.seed, &advance);
+        let partition_seconds = started.elapsed().as_secs_f64();
         progress.finish();
-        progress.start("distance indexes", sequences.len(), "sequences");
-        let distances =
-            distance_indexes_with_progress(graph, &sequences, options.max_distance, options.scope, &advance);
-        progress.finish();
-        let distances = distances?;
         let mut roles = vec![SplitRole::None; dataset.graph.num_nodes()];
         for (ids, role) in [
             (&dataset.split.train, SplitRole::Train),
@@ -100,11 +126,50 @@ impl SequenceDataset {
         Ok(Self {
             dataset,
             sequences,
-            distances,
             seq_len: options.seq_len,
             num_buckets: options.max_distance as usize + 2,
+            partition_seconds,
+            max_distance: options.max_distance,
+            scope: options.scope,
             roles,
+            index_nanos: AtomicU64::new(0),
         })
+    }
+
+    /// The distance rows `rows` (clipped to the sequence) of sequence `index`, built now.
+    ///
+    /// # Panics
+    /// If `index` is out of range.
+    pub fn distance_rows(&self, index: usize, rows: Range<usize>) -> SparseDistanceIndex {
+        let members = &self.sequences[index];
+        let rows = rows.start.min(members.len())..rows.end.min(members.len());
+        let started = Instant::now();
+        let index =
+            sparse_distance_index_parallel(&self.dataset.graph, members, rows, self.max_distance, self.scope, &|_| {})
+                .expect("sequences are valid node lists and max_distance was checked at construction");
+        self.index_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        index
+    }
+
+    /// Seconds spent building distance rows so far, summed over every call (calls on several
+    /// threads at once each count).
+    pub fn index_seconds(&self) -> f64 {
+        self.index_nanos.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
+    /// The rows `rows` of the sequences `indices` padded to the dataset's `seq_len`: their nodes
+    /// and distance rows (sequences in parallel, and rows in parallel within each).
+    fn host_block(&self, indices: &[usize], rows: Range<usize>) -> HostBlock {
+        let width = rows.len();
+        let mut nodes = vec![None; indices.len() * width];
+        for (b, &index) in indices.iter().enumerate() {
+            let members = &self.sequences[index];
+            for (slot, i) in rows.clone().enumerate() {
+                nodes[b * width + slot] = members.get(i).copied();
+            }
+        }
+        let index = indices.par_iter().map(|&index| self.distance_rows(index, rows.clone())).collect();
+        HostBlock { nodes, index }
     }
 
     /// Number of sequences.
@@ -153,34 +218,54 @@ impl SequenceDataset {
         device: &B::Device,
         dropout: Option<(f64, u64)>,
     ) -> NodeBatch<B> {
-        let (batch, seq) = (indices.len(), self.seq_len);
+        let seq = self.seq_len;
+        let block = self.block(indices, 0..seq, seq, true, device, dropout);
+        NodeBatch {
+            graph: GraphBatch {
+                input: block.input.expect("asked for the node input"),
+                in_degree: block.in_degree,
+                out_degree: block.out_degree,
+                distance: block.index_rows,
+                padding: block.padding,
+            },
+            labels: block.labels,
+            train_weight: block.weight,
+            nodes: block.nodes,
+        }
+    }
+
+    /// The rows `rows` of the batch of the sequences `indices`, each padded to `frame ≥ seq_len`
+    /// positions (the key columns of the index): what one rank of a context-parallel ring
+    /// computes, built without the other rows. The node input only when `with_input` (the
+    /// embedding stage). `dropout` as in
+    /// [`batch_with_structure_dropout`](Self::batch_with_structure_dropout): the same pairs are
+    /// dropped whichever rows are built.
+    ///
+    /// # Panics
+    ///
+    /// If an index is out of range or `frame < seq_len`.
+    pub fn block<B: Backend>(
+        &self,
+        indices: &[usize],
+        rows: Range<usize>,
+        frame: usize,
+        with_input: bool,
+        device: &B::Device,
+        dropout: Option<(f64, u64)>,
+    ) -> NodeBlock<B> {
+        assert!(frame >= self.seq_len, "frame {frame} is shorter than the sequences ({})", self.seq_len);
+        let (batch, width) = (indices.len(), rows.len());
         let graph = &self.dataset.graph;
-        let far = (self.num_buckets - 1) as u8;
-        let mut nodes = vec![None; batch * seq];
-        let mut distance = vec![far; batch * seq * seq];
-        for (b, &index) in indices.iter().enumerate() {
-            let members = &self.sequences[index];
-            let bytes = self.distances[index].as_bytes();
-            let len = members.len();
-            for (i, &node) in members.iter().enumerate() {
-                nodes[b * seq + i] = Some(node);
-                let row = (b * seq + i) * seq;
-                distance[row..row + len].copy_from_slice(&bytes[i * len..(i + 1) * len]);
-            }
-        }
-        if let Some((p, seed)) = dropout.filter(|(p, _)| *p > 0.0) {
-            // one stream per sequence, keyed by its index: the same sequence gets the same
-            // pairs dropped whichever batch (or data-parallel shard) it is in
-            for (b, &index) in indices.iter().enumerate() {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                let block = &mut distance[b * seq * seq..(b + 1) * seq * seq];
-                for (pair, bucket) in block.iter_mut().enumerate() {
-                    if pair / seq != pair % seq && rng.random::<f64>() < p {
-                        *bucket = far;
-                    }
-                }
-            }
-        }
+        let HostBlock { nodes, index } = self.host_block(indices, rows.clone());
+        let blocks: Vec<&SparseDistanceIndex> = index.iter().collect();
+        let dropped = dropout
+            .filter(|(p, _)| *p > 0.0)
+            .map(|(p, seed)| self.dropped_pairs(indices, rows.clone(), p, seed));
+        let keep = |b: usize, i: usize, column: u32| {
+            dropped.as_ref().is_none_or(|dropped| !dropped[b][i * self.seq_len + column as usize])
+        };
+        let index_rows = BucketIndex::from_row_blocks_where(&blocks, [width, frame], keep, device)
+            .expect("row blocks fit the batch frame");
         let per_node = |f: &dyn Fn(u32) -> i64| -> Vec<i64> { nodes.iter().map(|n| n.map_or(0, f)).collect() };
         let in_degree = per_node(&|n| graph.in_degrees()[n as usize] as i64);
         let out_degree = per_node(&|n| graph.out_degrees()[n as usize] as i64);
@@ -194,35 +279,82 @@ impl SequenceDataset {
             .collect();
         let padding: Vec<bool> = nodes.iter().map(Option::is_none).collect();
 
-        let input = match &self.dataset.features {
+        let input = with_input.then(|| match &self.dataset.features {
             Some(features) => {
                 let dim = features.dim;
-                let mut values = vec![0.0f32; batch * seq * dim];
+                let mut values = vec![0.0f32; batch * width * dim];
                 for (slot, node) in nodes.iter().enumerate() {
                     if let Some(n) = node {
                         let src = *n as usize * dim;
                         values[slot * dim..(slot + 1) * dim].copy_from_slice(&features.values[src..src + dim]);
                     }
                 }
-                NodeInput::Features(Tensor::from_data(TensorData::new(values, [batch, seq, dim]), device))
+                NodeInput::Features(Tensor::from_data(TensorData::new(values, [batch, width, dim]), device))
             }
-            None => NodeInput::Ids(int_tensor(per_node(&|n| n as i64), [batch, seq], device)),
-        };
-        let distance = DistanceBias::<B>::index_from_u8(distance, [batch, seq, seq], device)
-            .expect("the distance buffer is built with the batch's shape");
-        NodeBatch {
-            graph: GraphBatch {
-                input,
-                in_degree: int_tensor(in_degree, [batch, seq], device),
-                out_degree: int_tensor(out_degree, [batch, seq], device),
-                distance,
-                padding: Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch, seq]), device),
-            },
-            labels: int_tensor(labels, [batch, seq], device),
-            train_weight: Tensor::from_data(TensorData::new(train_weight, [batch, seq]), device),
+            None => NodeInput::Ids(int_tensor(per_node(&|n| n as i64), [batch, width], device)),
+        });
+        NodeBlock {
+            input,
+            in_degree: int_tensor(in_degree, [batch, width], device),
+            out_degree: int_tensor(out_degree, [batch, width], device),
+            index_rows,
+            padding: Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch, width]), device),
+            labels: int_tensor(labels, [batch, width], device),
+            weight: Tensor::from_data(TensorData::new(train_weight, [batch, width]), device),
             nodes,
         }
     }
+
+    /// Structure dropout's draws for the rows `rows` of the sequences `indices`: per sequence a
+    /// `[rows, seq_len]` mask of the dropped pairs. One stream per sequence keyed by its index;
+    /// the stream visits the `seq_len x seq_len` off-diagonal pairs in row-major order, so any
+    /// block of rows gets the draws the whole sequence would (the stream skips ahead to the
+    /// block's first row).
+    fn dropped_pairs(&self, indices: &[usize], rows: Range<usize>, p: f64, seed: u64) -> Vec<Vec<bool>> {
+        let seq = self.seq_len;
+        indices
+            .iter()
+            .map(|&index| {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                // draws before the block: every off-diagonal pair of the rows above it (one
+                // `f64` draw is one `u64`, two 32-bit words of the stream)
+                let draws_before = (rows.start * seq - rows.start.min(seq)) as u128;
+                rng.set_word_pos(2 * draws_before);
+                let mut dropped = vec![false; rows.len() * seq];
+                // rows past `seq_len` (context-parallel padding) hold no pairs and draw nothing
+                for (slot, i) in rows.clone().take_while(|&i| i < seq).enumerate() {
+                    for j in 0..seq {
+                        if i != j && rng.random::<f64>() < p {
+                            dropped[slot * seq + j] = true;
+                        }
+                    }
+                }
+                dropped
+            })
+            .collect()
+    }
+}
+
+/// Rows of a batch of sequences ([`SequenceDataset::block`]): a rank's share of a micro-batch,
+/// or with every row the whole batch.
+#[derive(Clone, Debug)]
+pub struct NodeBlock<B: Backend> {
+    /// Node features or ids, `[batch, rows, features]` / `[batch, rows]`; `None` when not asked.
+    pub input: Option<NodeInput<B>>,
+    /// `[batch, rows]`.
+    pub in_degree: Tensor<B, 2, Int>,
+    /// `[batch, rows]`.
+    pub out_degree: Tensor<B, 2, Int>,
+    /// Distance buckets of the rows over `[batch, rows, frame]`, dense or sparse.
+    pub index_rows: BucketIndex<B>,
+    /// `[batch, rows]`, `true` = padding.
+    pub padding: Tensor<B, 2, Bool>,
+    /// Class of each position, `[batch, rows]` (0 for padding and unlabelled nodes).
+    pub labels: Tensor<B, 2, Int>,
+    /// 1.0 where the position is a training node, else 0.0, `[batch, rows]`.
+    pub weight: Tensor<B, 2>,
+    /// Host copy of the node at each position (`None` = padding), row-major `[batch, rows]`.
+    pub nodes: Vec<Option<u32>>,
 }
 
 fn int_tensor<B: Backend, const D: usize>(values: Vec<i64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Int> {

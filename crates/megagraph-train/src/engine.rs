@@ -33,6 +33,35 @@ pub(crate) trait StepEngine<B: AutodiffBackend> {
 
     /// The optimizer state of the whole model (for checkpoints).
     fn optimizer_record(&mut self) -> Result<OptimizerRecord<B>>;
+
+    /// What each rank held at most over the steps so far, in rank order (one entry on a single
+    /// device).
+    fn rank_figures(&self) -> Vec<RankFigures>;
+}
+
+/// The most one rank held over a run's steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct RankFigures {
+    /// Bytes of its largest distance index (dense or sparse, as held).
+    pub index_bytes: usize,
+    /// What a dense `u8` index of the same rows takes.
+    pub dense_index_bytes: usize,
+    /// Peak bytes of a step from the runtime's memory meter, when it can measure.
+    pub peak_bytes: Option<usize>,
+}
+
+impl RankFigures {
+    /// The larger of each figure.
+    fn max(self, other: Self) -> Self {
+        Self {
+            index_bytes: self.index_bytes.max(other.index_bytes),
+            dense_index_bytes: self.dense_index_bytes.max(other.dense_index_bytes),
+            peak_bytes: match (self.peak_bytes, other.peak_bytes) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
 }
 
 /// What every engine starts from besides the parameters.
@@ -63,6 +92,7 @@ pub(crate) struct SingleDevice<B: AutodiffBackend> {
     data: Arc<SequenceDataset>,
     structure_dropout: f64,
     device: B::Device,
+    figures: RankFigures,
 }
 
 impl<B> SingleDevice<B>
@@ -82,6 +112,7 @@ where
             data: setup.data,
             structure_dropout: setup.structure_dropout,
             device: setup.device,
+            figures: RankFigures::default(),
         }
     }
 
@@ -100,6 +131,7 @@ where
     fn step(&mut self, indices: &[usize], lr: f64, dropout_seed: u64) -> Result<Option<f64>> {
         let dropout =
             (self.structure_dropout > 0.0).then_some((self.structure_dropout, dropout_seed));
+        megagraph_parallel::reset_thread_peak();
         let batch: NodeBatch<B> =
             self.data
                 .batch_with_structure_dropout(indices, &self.device, dropout);
@@ -107,6 +139,12 @@ where
         if train_nodes == 0 {
             return Ok(None);
         }
+        let [size, rows, columns] = batch.graph.distance.dims();
+        let index = RankFigures {
+            index_bytes: batch.graph.distance.bytes(),
+            dense_index_bytes: size * rows * columns,
+            peak_bytes: None,
+        };
         let model = self
             .model
             .take()
@@ -116,7 +154,17 @@ where
         let value = loss.clone().into_scalar().elem::<f64>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         self.model = Some(self.optimizer.step(lr, model, grads));
+        let _ = B::sync(&self.device);
+        let step = RankFigures {
+            peak_bytes: megagraph_parallel::thread_peak_bytes(),
+            ..index
+        };
+        self.figures = self.figures.max(step);
         Ok(Some(value))
+    }
+
+    fn rank_figures(&self) -> Vec<RankFigures> {
+        vec![self.figures]
     }
 
     fn model(&mut self) -> Result<GraphTransformer<Inner<B>>> {
@@ -132,6 +180,7 @@ where
 pub(crate) struct Mesh<B: ContextParallelBackend> {
     trainer: ParallelTrainer<B>,
     source: Arc<DatasetSource>,
+    figures: Vec<RankFigures>,
 }
 
 impl<B: ContextParallelBackend> Mesh<B> {
@@ -155,7 +204,11 @@ impl<B: ContextParallelBackend> Mesh<B> {
         if let Some(record) = setup.record {
             trainer.load_optimizer_record(record)?;
         }
-        Ok(Self { trainer, source })
+        Ok(Self {
+            trainer,
+            source,
+            figures: Vec::new(),
+        })
     }
 }
 
@@ -163,7 +216,22 @@ impl<B: ContextParallelBackend> StepEngine<B> for Mesh<B> {
     fn step(&mut self, indices: &[usize], lr: f64, dropout_seed: u64) -> Result<Option<f64>> {
         self.source.set_step_seed(dropout_seed);
         let output = self.trainer.step(indices, lr)?;
+        for report in &output.ranks {
+            let step = RankFigures {
+                index_bytes: report.index_bytes,
+                dense_index_bytes: report.dense_index_bytes,
+                peak_bytes: report.peak_bytes,
+            };
+            if self.figures.len() <= report.rank {
+                self.figures.resize(report.rank + 1, RankFigures::default());
+            }
+            self.figures[report.rank] = self.figures[report.rank].max(step);
+        }
         Ok((output.train_nodes > 0).then_some(output.loss))
+    }
+
+    fn rank_figures(&self) -> Vec<RankFigures> {
+        self.figures.clone()
     }
 
     fn model(&mut self) -> Result<GraphTransformer<Inner<B>>> {

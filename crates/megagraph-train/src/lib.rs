@@ -30,7 +30,7 @@ pub use config::{
     TrainingConfig,
 };
 pub use curves::write_training_curves;
-pub use data::{NodeBatch, SequenceDataset, SequenceOptions, SplitRole};
+pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{

@@ -55,6 +55,24 @@ pub struct TrainReport {
     pub seconds_per_epoch: f64,
     /// Peak resident set size of the process in bytes (`None` where the OS does not say).
     pub peak_rss_bytes: Option<u64>,
+    /// Per rank (rank order; one entry on a single device): bytes of the largest distance index
+    /// it held for a step (its rows, dense or sparse as chosen by fill).
+    #[serde(default)]
+    pub index_bytes_per_rank: Vec<usize>,
+    /// Per rank: what a dense `u8` index of the same rows would take.
+    #[serde(default)]
+    pub dense_index_bytes_per_rank: Vec<usize>,
+    /// Per rank: peak bytes of a step from the runtime's memory meter (`None` where it cannot
+    /// measure).
+    #[serde(default)]
+    pub rank_peak_bytes: Vec<Option<usize>>,
+    /// Seconds spent grouping the nodes into sequences (partitioning).
+    #[serde(default)]
+    pub partition_seconds: f64,
+    /// Seconds spent building distance indexes for the batches, summed over the run (worker
+    /// threads building at once each count).
+    #[serde(default)]
+    pub index_seconds: f64,
     /// Why training stopped.
     pub stopped: String,
     /// One entry per epoch.

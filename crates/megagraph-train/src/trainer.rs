@@ -384,6 +384,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             }
         }
 
+        let figures = engine.rank_figures();
         let best_test = state
             .history
             .iter()
@@ -405,6 +406,11 @@ impl<'a> NodeClassificationTrainer<'a> {
             train_seconds: state.train_seconds,
             seconds_per_epoch: state.train_seconds / state.epoch.max(1) as f64,
             peak_rss_bytes: peak_rss_bytes(),
+            index_bytes_per_rank: figures.iter().map(|f| f.index_bytes).collect(),
+            dense_index_bytes_per_rank: figures.iter().map(|f| f.dense_index_bytes).collect(),
+            rank_peak_bytes: figures.iter().map(|f| f.peak_bytes).collect(),
+            partition_seconds: self.data.partition_seconds,
+            index_seconds: self.data.index_seconds(),
             stopped,
             history: state.history,
         };

@@ -42,6 +42,9 @@ fn without_times(mut report: TrainReport) -> TrainReport {
     report.train_seconds = 0.0;
     report.seconds_per_epoch = 0.0;
     report.peak_rss_bytes = None;
+    report.rank_peak_bytes.clear();
+    report.partition_seconds = 0.0;
+    report.index_seconds = 0.0;
     for m in &mut report.history {
         m.seconds = 0.0;
     }

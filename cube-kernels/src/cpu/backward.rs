@@ -11,12 +11,8 @@ use burn::backend::flex::FlexTensor;
 use rayon::prelude::*;
 
 use super::tile::{self, exp_shifted, matmul_acc, matmul_nn, matmul_tn_acc};
-use super::{HostInputs, KeyTiles, QUERY_TILE, floats, tensor};
+use super::{HostInputs, KeyTiles, QUERY_TILE, TABLE_BANKS, TableBanks, floats, tensor};
 use crate::GraphAttentionGrads;
-
-/// Independent accumulators of the table gradient per task, so that consecutive keys with the
-/// same bucket do not wait on each other's additions.
-const TABLE_BANKS: usize = 4;
 
 /// Backward pass on the host, as
 /// [`graph_attention_backward`](crate::GraphAttentionBackend::graph_attention_backward):
@@ -267,7 +263,7 @@ impl HeadBackward<'_> {
         let max_width = tile::padded(host.key_tile);
         let mut p = vec![0.0f32; rows * max_width];
         let mut d_s = vec![0.0f32; rows * max_width];
-        let mut banks = [[0.0f32; 256]; TABLE_BANKS];
+        let mut banks: TableBanks = [[0.0; 256]; TABLE_BANKS];
         for &(j0, t, offset) in &self.tiles.tiles {
             let width = tile::padded(t);
             let block = offset..offset + dh * width;
@@ -286,10 +282,7 @@ impl HeadBackward<'_> {
                     *ds = pr * (*ds - shift[i]);
                 }
                 if let Some(d) = &host.distance {
-                    let buckets = &d.row(self.b, first_row + i, &dims)[j0..j0 + t];
-                    for (j, (&bucket, &ds)) in buckets.iter().zip(d_s_row.iter()).enumerate() {
-                        banks[j % TABLE_BANKS][usize::from(bucket)] += ds;
-                    }
+                    d.add_table_grad(self.b, first_row + i, j0, &dims, &d_s_row[..t], &mut banks);
                 }
                 if let Some(d_dense) = d_dense.as_deref_mut() {
                     d_dense[i * k_len + j0..i * k_len + j0 + t].copy_from_slice(&d_s_row[..t]);

@@ -20,6 +20,7 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::{DType, TensorData, TensorMetadata};
 
 use crate::backend::GraphAttentionInputs;
+use crate::index::{BucketIndexPrimitive, HostCsr};
 
 use backward::backward;
 use forward::forward;
@@ -43,11 +44,9 @@ struct Dims {
     head_dim: usize,
 }
 
-/// The distance bias on the host: the index bytes and the table transposed to `[heads, buckets]`.
+/// The distance bias on the host: the index and the table transposed to `[heads, buckets]`.
 struct HostDistance {
-    /// `[batch, q_len, total_k_len]` buckets.
-    index: HostBytes,
-    total_k_len: usize,
+    index: HostIndex,
     column_offset: usize,
     /// Per head the table's column, padded with zeros to 256 entries so that any `u8` bucket
     /// indexes it without a bounds check.
@@ -55,18 +54,98 @@ struct HostDistance {
     buckets: usize,
 }
 
-impl HostDistance {
-    /// The `k_len` buckets of query row `i` of batch element `b` that this key block reads.
-    #[inline(always)]
-    fn row(&self, b: usize, i: usize, dims: &Dims) -> &[u8] {
-        let start = (b * dims.q_len + i) * self.total_k_len + self.column_offset;
-        &self.index.as_slice()[start..start + dims.k_len]
-    }
+/// The buckets of the pairs, dense or sparse.
+enum HostIndex {
+    /// `[batch, q_len, total_k_len]` buckets.
+    Dense {
+        bytes: HostBytes,
+        total_k_len: usize,
+    },
+    /// The stored pairs per row; every other pair is the far bucket.
+    Sparse(HostCsr),
+}
 
+/// Independent accumulators of the table gradient, so that consecutive keys with the same bucket
+/// do not wait on each other's additions.
+pub(super) const TABLE_BANKS: usize = 4;
+
+/// Table gradient accumulators of a task: [`TABLE_BANKS`] banks of 256 buckets.
+pub(super) type TableBanks = [[f32; 256]; TABLE_BANKS];
+
+impl HostDistance {
     /// The table column of head `h` (`[buckets]`, padded to 256).
     #[inline(always)]
     fn table(&self, h: usize) -> &[f32; 256] {
         &self.table_t[h]
+    }
+
+    /// Adds the table bias of query row `i` (batch `b`, head `h`) over the block's keys
+    /// `j0..j0 + row.len()` to `row`.
+    #[inline(always)]
+    fn add_bias(&self, b: usize, h: usize, i: usize, j0: usize, dims: &Dims, row: &mut [f32]) {
+        let table = self.table(h);
+        let c0 = self.column_offset + j0;
+        match &self.index {
+            HostIndex::Dense { bytes, total_k_len } => {
+                let start = (b * dims.q_len + i) * total_k_len + c0;
+                let buckets = &bytes.as_slice()[start..start + row.len()];
+                for (s, &bucket) in row.iter_mut().zip(buckets) {
+                    *s += table[usize::from(bucket)];
+                }
+            }
+            HostIndex::Sparse(csr) => {
+                // the same additions as the dense index would make, in the same places
+                let far = table[csr.far_bucket];
+                let (columns, buckets) = csr.row(b, i, c0..c0 + row.len());
+                let mut next = 0;
+                for (&column, &bucket) in columns.iter().zip(buckets) {
+                    let j = column as usize - c0;
+                    row[next..j].iter_mut().for_each(|s| *s += far);
+                    row[j] += table[usize::from(bucket)];
+                    next = j + 1;
+                }
+                row[next..].iter_mut().for_each(|s| *s += far);
+            }
+        }
+    }
+
+    /// Adds the logit gradients `d_s` of query row `i` (batch `b`) over the block's keys
+    /// `j0..j0 + d_s.len()` to their buckets in `banks`.
+    #[inline(always)]
+    fn add_table_grad(
+        &self,
+        b: usize,
+        i: usize,
+        j0: usize,
+        dims: &Dims,
+        d_s: &[f32],
+        banks: &mut TableBanks,
+    ) {
+        let c0 = self.column_offset + j0;
+        match &self.index {
+            HostIndex::Dense { bytes, total_k_len } => {
+                let start = (b * dims.q_len + i) * total_k_len + c0;
+                let buckets = &bytes.as_slice()[start..start + d_s.len()];
+                for (j, (&bucket, &ds)) in buckets.iter().zip(d_s).enumerate() {
+                    banks[j % TABLE_BANKS][usize::from(bucket)] += ds;
+                }
+            }
+            HostIndex::Sparse(csr) => {
+                // the same additions as the dense index would make, in the same order
+                let (columns, buckets) = csr.row(b, i, c0..c0 + d_s.len());
+                let mut stored = columns.iter().zip(buckets).peekable();
+                for (j, &ds) in d_s.iter().enumerate() {
+                    let bucket = match stored.peek() {
+                        Some(&(&column, &bucket)) if column as usize - c0 == j => {
+                            stored.next();
+                            usize::from(bucket)
+                        }
+                        _ => csr.far_bucket,
+                    };
+                    banks[j % TABLE_BANKS][bucket] += ds;
+                }
+            }
+        }
     }
 }
 
@@ -146,10 +225,30 @@ impl HostInputs {
                 let table = contiguous_f32(&d.table)?;
                 let buckets = table.shape()[0];
                 let table = floats(&table);
-                let index = host_bytes(&d.index)?;
                 if buckets > 256 {
                     // a byte index reaches 256 rows at most; the reference handles the rest
                     return None;
+                }
+                let (index, largest) = match &d.index {
+                    BucketIndexPrimitive::Dense(index) => {
+                        let bytes = host_bytes(index)?;
+                        let largest = bytes.as_slice().iter().copied().max();
+                        let total_k_len = index.shape()[2];
+                        (HostIndex::Dense { bytes, total_k_len }, largest)
+                    }
+                    BucketIndexPrimitive::Sparse(index) => {
+                        let csr = HostCsr::read::<Flex>(index);
+                        let far = u8::try_from(csr.far_bucket).ok()?;
+                        let largest = csr.max_bucket().map_or(far, |b| b.max(far));
+                        (HostIndex::Sparse(csr), Some(largest))
+                    }
+                };
+                if let Some(worst) = largest
+                    && usize::from(worst) >= buckets
+                {
+                    panic!(
+                        "the distance index holds bucket {worst}, but the table has {buckets} rows"
+                    );
                 }
                 let mut table_t = vec![[0.0; 256]; heads];
                 for bucket in 0..buckets {
@@ -157,17 +256,8 @@ impl HostInputs {
                         column[bucket] = table[bucket * heads + h];
                     }
                 }
-                let total_k_len = d.index.shape()[2];
-                if let Some(&worst) = index.as_slice().iter().max()
-                    && usize::from(worst) >= buckets
-                {
-                    panic!(
-                        "the distance index holds bucket {worst}, but the table has {buckets} rows"
-                    );
-                }
                 Some(HostDistance {
                     index,
-                    total_k_len,
                     column_offset: d.column_offset,
                     table_t,
                     buckets,
@@ -202,11 +292,7 @@ impl HostInputs {
         let t = row.len();
         let dims = &self.dims;
         if let Some(d) = &self.distance {
-            let table = d.table(h);
-            let buckets = &d.row(b, i, dims)[j0..j0 + t];
-            for (s, &bucket) in row.iter_mut().zip(buckets) {
-                *s += table[usize::from(bucket)];
-            }
+            d.add_bias(b, h, i, j0, dims, row);
         }
         if let Some(dense) = &self.dense {
             let start = ((b * dims.heads + h) * dims.q_len + i) * dims.k_len + j0;

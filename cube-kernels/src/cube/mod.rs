@@ -11,12 +11,14 @@ mod kernels;
 
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, FloatDType, Shape, Tensor, TensorPrimitive};
-use burn_cubecl::cubecl::{CubeDim, calculate_cube_count_elemwise};
+use burn_cubecl::cubecl::prelude::{AddressType, CubeCount, CubeDim};
 use burn_cubecl::ops::numeric::{empty_device_dtype, zeros_client};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use crate::DistanceBias;
 use crate::backend::{GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs};
+use crate::index::{BucketIndexPrimitive, HostCsr};
 
 /// Fused backends (`burn::backend::Wgpu` / `Cuda` with Burn's `fusion` feature) run the reference
 /// implementation, whose tensor ops the fusion runtime compiles; the hand-written kernels need the
@@ -60,7 +62,48 @@ struct Launch<R: CubeRuntime, F, I, BT> {
     has_distance: bool,
     has_dense: bool,
     has_mask: bool,
+    block_size: usize,
     _elements: core::marker::PhantomData<(F, I, BT)>,
+}
+
+/// Launches one of the tiled kernels (every kernel but `shift_kernel`) over tiles of `rows`
+/// rows, one cube per (tile, head, batch): the common inputs `q, k, v, index, table, dense,
+/// mask`, then the kernel's own `tensors`, `scale`, `column_offset`, the kernel's own
+/// `scalars`, and the common comptime parameters (`head_dim`, the tiles, the bucket count, the
+/// `has_*` flags) and dtypes: the order all of them declare.
+macro_rules! launch_tiled {
+    ($launch:ident, $kernel:ident, rows: $rows:expr, tensors: [$($tensor:expr),* $(,)?],
+     scalars: [$($scalar:expr),* $(,)?] $(,)?) => {{
+        let tiles = $launch.tiles();
+        let (cube_count, cube_dim) = $launch.grid($rows, tiles);
+        let address = $launch.address_type(&[$(&$tensor),*]);
+        let ([_, _, _, head_dim], _) = $launch.dims();
+        kernels::$kernel::launch(
+            &$launch.q.client,
+            cube_count,
+            cube_dim,
+            address,
+            $launch.q.clone().into_tensor_arg(),
+            $launch.k.clone().into_tensor_arg(),
+            $launch.v.clone().into_tensor_arg(),
+            $launch.index.clone().into_tensor_arg(),
+            $launch.table.clone().into_tensor_arg(),
+            $launch.dense.clone().into_tensor_arg(),
+            $launch.mask.clone().into_tensor_arg(),
+            $($tensor.clone().into_tensor_arg(),)*
+            $launch.scale,
+            $launch.column_offset,
+            $($scalar,)*
+            head_dim,
+            tiles.units,
+            tiles.walk,
+            $launch.bucket_slots(),
+            $launch.has_distance,
+            $launch.has_dense,
+            $launch.has_mask,
+            [$launch.q.dtype.into(), $launch.index.dtype.into()],
+        )
+    }};
 }
 
 impl<R, F, I, BT> Launch<R, F, I, BT>
@@ -85,7 +128,29 @@ where
         let (index, table, column_offset, buckets) = match inputs.distance {
             Some(d) => {
                 let buckets = d.table.meta.shape()[0];
-                (d.index, d.table, d.column_offset, buckets)
+                match d.index {
+                    BucketIndexPrimitive::Dense(index) => {
+                        (index, d.table, d.column_offset, buckets)
+                    }
+                    // The kernels read a dense index: expand the key block's columns (a
+                    // transient `[batch, q_len, k_len]` of bytes).
+                    BucketIndexPrimitive::Sparse(sparse) => {
+                        let [batch, _, _, _] = q.meta.shape().dims::<4>();
+                        let k_len = inputs.k.meta.shape()[2];
+                        let csr = HostCsr::read::<CubeBackend<R, F, I, BT>>(&sparse);
+                        let columns = d.column_offset..d.column_offset + k_len;
+                        let q_len = q.meta.shape()[2];
+                        let dense = csr.densify(batch, columns);
+                        let index = DistanceBias::<CubeBackend<R, F, I, BT>>::index_from_u8(
+                            dense,
+                            [batch, q_len, k_len],
+                            &q.device,
+                        )
+                        .unwrap_or_else(|err| unreachable!("sized above: {err}"))
+                        .into_primitive();
+                        (index, d.table, 0, buckets)
+                    }
+                }
             }
             None => (placeholder(3, DType::I32), placeholder(2, q.dtype), 0, 0),
         };
@@ -115,6 +180,7 @@ where
             has_distance,
             has_dense,
             has_mask,
+            block_size: inputs.block_size,
             _elements: core::marker::PhantomData,
         }
     }
@@ -134,43 +200,59 @@ where
         )
     }
 
-    fn zeros(&self, shape: Vec<usize>) -> CubeTensor<R> {
-        zeros_client(
-            self.q.client.clone(),
-            self.q.device.clone(),
-            Shape::from(shape),
-            self.q.dtype,
+    /// The tile sizes of this call.
+    fn tiles(&self) -> Tiles {
+        let ([_, _, _, head_dim], _) = self.dims();
+        Tiles::new(head_dim, self.block_size)
+    }
+
+    /// One cube per (tile of `units` rows out of `rows`, head, batch), one unit per row.
+    fn grid(&self, rows: usize, tiles: Tiles) -> (CubeCount, CubeDim) {
+        let ([batch, heads, _, _], _) = self.dims();
+        let count = |n: usize| u32::try_from(n).unwrap_or_else(|_| panic!("{n} cubes on one axis"));
+        (
+            CubeCount::Static(
+                count(rows.div_ceil(tiles.units).max(1)),
+                count(heads),
+                count(batch),
+            ),
+            CubeDim::new_1d(tiles.units as u32),
         )
+    }
+
+    /// The address type covering the inputs and `outputs`.
+    fn address_type(&self, outputs: &[&CubeTensor<R>]) -> AddressType {
+        let inputs = [
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.index,
+            &self.table,
+            &self.dense,
+            &self.mask,
+        ];
+        address_type(
+            inputs
+                .into_iter()
+                .chain(outputs.iter().copied())
+                .map(|t| max_offset(t.meta.shape(), t.meta.strides())),
+        )
+    }
+
+    /// Comptime buckets: the table's rows (at least one, for the shared-memory sizes).
+    fn bucket_slots(&self) -> usize {
+        self.buckets.max(1)
     }
 
     fn forward(self) -> CubeTensor<R> {
         let ([batch, heads, q_len, head_dim], _) = self.dims();
         let packed = self.empty(vec![batch, heads, q_len, head_dim + 1]);
-        let client = self.q.client.clone();
-        let rows = batch * heads * q_len;
-        let cube_dim = CubeDim::new(&client, rows);
-        let cube_count = calculate_cube_count_elemwise(&client, rows, cube_dim);
-        let dtypes = [self.q.dtype.into(), self.index.dtype.into()];
-        kernels::forward_kernel::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            self.q.into_tensor_arg(),
-            self.k.into_tensor_arg(),
-            self.v.into_tensor_arg(),
-            self.index.into_tensor_arg(),
-            self.table.into_tensor_arg(),
-            self.dense.into_tensor_arg(),
-            self.mask.into_tensor_arg(),
-            packed.clone().into_tensor_arg(),
-            self.scale,
-            f32::NEG_INFINITY,
-            self.column_offset,
-            head_dim,
-            self.has_distance,
-            self.has_dense,
-            self.has_mask,
-            dtypes,
+        launch_tiled!(
+            self,
+            forward_kernel,
+            rows: q_len,
+            tensors: [packed],
+            scalars: [f32::NEG_INFINITY],
         );
         packed
     }
@@ -182,89 +264,64 @@ where
     ) -> GraphAttentionGrads<CubeBackend<R, F, I, BT>> {
         let ([batch, heads, q_len, head_dim], k_len) = self.dims();
         let client = self.q.client.clone();
-        let dtypes = [self.q.dtype.into(), self.index.dtype.into()];
-        let d_q = self.empty(vec![batch, heads, q_len, head_dim]);
+        let tiles = self.tiles();
+
+        // D = rowsum(dO∘O), shifted by the log-sum-exp gradient
         let shift = self.empty(vec![batch, heads, q_len]);
+        let (cube_count, cube_dim) = self.grid(q_len, tiles);
+        kernels::shift_kernel::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            self.address_type(&[&packed_output, &packed_grad, &shift]),
+            packed_output.clone().into_tensor_arg(),
+            packed_grad.clone().into_tensor_arg(),
+            shift.clone().into_tensor_arg(),
+            head_dim,
+            tiles.units,
+            self.q.dtype.into(),
+        );
+
+        // dK, dV and the table gradient's partial sums: one cube per key tile
+        let d_k = self.empty(vec![batch, heads, k_len, head_dim]);
+        let d_v = self.empty(vec![batch, heads, k_len, head_dim]);
+        let key_tiles = k_len.div_ceil(tiles.units).max(1);
+        let table_partial = if self.has_distance {
+            self.empty(vec![batch * key_tiles, self.buckets, heads])
+        } else {
+            self.empty(vec![1, 1, 1])
+        };
+        launch_tiled!(
+            self,
+            key_backward_kernel,
+            rows: k_len,
+            tensors: [packed_output, packed_grad, shift, d_k, d_v, table_partial],
+            scalars: [],
+        );
+
+        // dQ and the dense-bias gradient: one cube per query tile
+        let d_q = self.empty(vec![batch, heads, q_len, head_dim]);
         let d_dense = if self.has_dense {
             self.empty(vec![batch, heads, q_len, k_len])
         } else {
-            self.zeros(vec![1, 1, 1, 1])
+            self.empty(vec![1, 1, 1, 1])
         };
-        let bucket_grad = if self.has_distance {
-            self.zeros(vec![batch, heads, q_len, self.buckets])
-        } else {
-            self.zeros(vec![1, 1, 1, 1])
-        };
-        let rows = batch * heads * q_len;
-        let cube_dim = CubeDim::new(&client, rows);
-        let cube_count = calculate_cube_count_elemwise(&client, rows, cube_dim);
-        kernels::query_backward_kernel::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            self.q.clone().into_tensor_arg(),
-            self.k.clone().into_tensor_arg(),
-            self.v.clone().into_tensor_arg(),
-            self.index.clone().into_tensor_arg(),
-            self.table.clone().into_tensor_arg(),
-            self.dense.clone().into_tensor_arg(),
-            self.mask.clone().into_tensor_arg(),
-            packed_output.clone().into_tensor_arg(),
-            packed_grad.clone().into_tensor_arg(),
-            d_q.clone().into_tensor_arg(),
-            shift.clone().into_tensor_arg(),
-            d_dense.clone().into_tensor_arg(),
-            bucket_grad.clone().into_tensor_arg(),
-            self.scale,
-            self.column_offset,
-            head_dim,
-            self.has_distance,
-            self.has_dense,
-            self.has_mask,
-            dtypes,
-        );
-
-        let d_k = self.empty(vec![batch, heads, k_len, head_dim]);
-        let d_v = self.empty(vec![batch, heads, k_len, head_dim]);
-        let keys = batch * heads * k_len;
-        let cube_dim = CubeDim::new(&client, keys);
-        let cube_count = calculate_cube_count_elemwise(&client, keys, cube_dim);
-        kernels::key_backward_kernel::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            self.q.into_tensor_arg(),
-            self.k.into_tensor_arg(),
-            self.v.into_tensor_arg(),
-            self.index.into_tensor_arg(),
-            self.table.into_tensor_arg(),
-            self.dense.into_tensor_arg(),
-            self.mask.into_tensor_arg(),
-            packed_output.into_tensor_arg(),
-            packed_grad.into_tensor_arg(),
-            shift.into_tensor_arg(),
-            d_k.clone().into_tensor_arg(),
-            d_v.clone().into_tensor_arg(),
-            self.scale,
-            self.column_offset,
-            head_dim,
-            self.has_distance,
-            self.has_dense,
-            self.has_mask,
-            dtypes,
+        launch_tiled!(
+            self,
+            query_backward_kernel,
+            rows: q_len,
+            tensors: [packed_output, packed_grad, shift, d_q, d_dense],
+            scalars: [],
         );
 
         let table = self.has_distance.then(|| {
-            let per_row = Tensor::<CubeBackend<R, F, I, BT>, 4>::from_primitive(
-                TensorPrimitive::Float(bucket_grad),
-            );
-            per_row
-                .sum_dim(0)
-                .sum_dim(2)
-                .reshape([heads, self.buckets])
-                .transpose()
-                .into_primitive()
-                .tensor()
+            Tensor::<CubeBackend<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(
+                table_partial,
+            ))
+            .sum_dim(0)
+            .reshape([self.buckets, heads])
+            .into_primitive()
+            .tensor()
         });
         GraphAttentionGrads {
             q: d_q,
@@ -276,6 +333,54 @@ where
     }
 }
 
+/// Tile sizes: `units` rows per cube (one unit each: query rows for the forward pass and the
+/// query backward pass, keys for the key backward pass) and `walk` rows per tile of the other
+/// side, staged in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tiles {
+    units: usize,
+    walk: usize,
+}
+
+impl Tiles {
+    /// Units per cube: one plane on most GPUs.
+    const UNITS: usize = 32;
+
+    /// `walk` is the op's `block_size` rounded down to a power of two within 8..=32 (16 above
+    /// `head_dim` 64, so that the `K` and `V` tiles stay within 16 KiB of shared memory).
+    fn new(head_dim: usize, block_size: usize) -> Self {
+        let most = if head_dim > 64 { 16 } else { 32 };
+        let pow2 = 1usize << (usize::BITS - 1 - block_size.max(1).leading_zeros());
+        Self {
+            units: Self::UNITS,
+            walk: pow2.clamp(8, most),
+        }
+    }
+}
+
+/// One past the largest element offset of a tensor with this shape and these strides (`0` when
+/// empty), in 128-bit arithmetic so that it cannot wrap.
+fn max_offset(shape: &[usize], strides: &[usize]) -> u128 {
+    if shape.contains(&0) {
+        return 0;
+    }
+    1 + shape
+        .iter()
+        .zip(strides)
+        .map(|(&n, &stride)| (n as u128 - 1) * stride as u128)
+        .sum::<u128>()
+}
+
+/// The kernels' `usize` type: 32-bit while every offset (and every sum of a tensor's offset
+/// terms, bounded by [`max_offset`]) stays within `u32`, 64-bit beyond.
+fn address_type(spans: impl IntoIterator<Item = u128>) -> AddressType {
+    if spans.into_iter().max().unwrap_or(0) > u128::from(u32::MAX) {
+        AddressType::U64
+    } else {
+        AddressType::U32
+    }
+}
+
 /// The float dtype of a float tensor's dtype (`f32` for anything unexpected).
 fn float_dtype(dtype: DType) -> FloatDType {
     match dtype {
@@ -283,5 +388,42 @@ fn float_dtype(dtype: DType) -> FloatDType {
         DType::F16 => FloatDType::F16,
         DType::BF16 => FloatDType::BF16,
         _ => FloatDType::F32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_past_u32_pick_64_bit_addresses() {
+        // the dense index of 2 sequences of 46,341 nodes: 2·46341² = 4,294,975,362 > 2³²
+        let n = 46_341;
+        let index = max_offset(&[2, n, n], &[n * n, n, 1]);
+        assert_eq!(index, 2 * (n as u128) * (n as u128));
+        assert!(index > u128::from(u32::MAX));
+        assert_eq!(address_type([index]), AddressType::U64);
+        // one sequence of 46,340 nodes stays within u32
+        let n = 46_340;
+        let index = max_offset(&[1, n, n], &[n * n, n, 1]);
+        assert!(index <= u128::from(u32::MAX));
+        assert_eq!(address_type([index, 7]), AddressType::U32);
+        // a permuted view: the span counts the strides, not the element count
+        let span = max_offset(&[1, 8, 65_536, 64], &[1 << 40, 64, 512, 1]);
+        assert_eq!(span, 1 + 7 * 64 + 65_535 * 512 + 63);
+        // offsets of batch · S · S ≥ 2⁶⁴ do not wrap either
+        let huge = max_offset(&[1 << 20, 1 << 22, 1 << 22], &[1 << 44, 1 << 22, 1]);
+        assert_eq!(huge, 1u128 << 64);
+        assert_eq!(address_type([huge]), AddressType::U64);
+        assert_eq!(max_offset(&[3, 0, 5], &[0, 5, 1]), 0);
+    }
+
+    #[test]
+    fn tiles_follow_block_size_and_head_dim() {
+        assert_eq!(Tiles::new(8, 128), Tiles { units: 32, walk: 32 });
+        assert_eq!(Tiles::new(64, 16), Tiles { units: 32, walk: 16 });
+        assert_eq!(Tiles::new(128, 128), Tiles { units: 32, walk: 16 });
+        assert_eq!(Tiles::new(16, 20), Tiles { units: 32, walk: 16 });
+        assert_eq!(Tiles::new(16, 1), Tiles { units: 32, walk: 8 });
     }
 }

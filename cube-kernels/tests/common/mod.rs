@@ -10,7 +10,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
-use megagraph_kernels::{AttentionBias, DistanceBias};
+use megagraph_kernels::{AttentionBias, BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -274,17 +274,58 @@ impl Case {
         g
     }
 
-    /// The bias of this case as Burn tensors.
+    /// The bias of this case as Burn tensors, with a dense distance index.
     pub fn bias<B: Backend>(&self, device: &B::Device) -> AttentionBias<B> {
+        self.bias_with::<B>(device, false)
+    }
+
+    /// The distance index as a sparse index: the last bucket is the far one, every other pair is
+    /// stored.
+    pub fn sparse_index<B: Backend>(&self, device: &B::Device) -> Option<SparseBucketIndex<B>> {
         let d = self.dims;
-        AttentionBias {
-            distance: self.index.as_ref().map(|index| DistanceBias {
-                index: DistanceBias::<B>::index_from_u8(
-                    index.clone(),
+        let index = self.index.as_ref()?;
+        let far = (d.buckets - 1) as u8;
+        let mut row_offsets = vec![0u64];
+        let (mut columns, mut buckets) = (Vec::new(), Vec::new());
+        for row in index.chunks(d.total_k_len) {
+            for (c, &bucket) in row.iter().enumerate() {
+                if bucket != far {
+                    columns.push(c as u32);
+                    buckets.push(bucket);
+                }
+            }
+            row_offsets.push(columns.len() as u64);
+        }
+        let parts = CsrParts {
+            row_offsets: &row_offsets,
+            columns: &columns,
+            buckets: &buckets,
+        };
+        Some(
+            SparseBucketIndex::from_csr(parts, [d.batch, d.q_len], d.total_k_len, far, device)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    /// The bias of this case as Burn tensors, with a sparse distance index when `sparse`.
+    pub fn bias_with<B: Backend>(&self, device: &B::Device, sparse: bool) -> AttentionBias<B> {
+        let d = self.dims;
+        let index = |values: &Vec<u8>| -> BucketIndex<B> {
+            if sparse {
+                BucketIndex::Sparse(self.sparse_index(device).unwrap_or_else(|| unreachable!()))
+            } else {
+                DistanceBias::<B>::index_from_u8(
+                    values.clone(),
                     [d.batch, d.q_len, d.total_k_len],
                     device,
                 )
-                .unwrap_or_else(|e| panic!("{e}")),
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into()
+            }
+        };
+        AttentionBias {
+            distance: self.index.as_ref().map(|values| DistanceBias {
+                index: index(values),
                 table: tensor(&self.table, [d.buckets, d.heads], device),
                 column_offset: d.column_offset,
             }),

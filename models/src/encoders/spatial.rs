@@ -1,7 +1,7 @@
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::tensor::{Int, Tensor, TensorData, backend::Backend};
-use megagraph_kernels::DistanceBias;
+use burn::tensor::{Tensor, TensorData, backend::Backend};
+use megagraph_kernels::{BucketIndex, DistanceBias};
 
 /// Configuration of a [`SpatialEncoding`].
 #[derive(Config, Debug)]
@@ -30,9 +30,14 @@ impl SpatialEncodingConfig {
     /// Initializes a [`SpatialEncoding`] on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> SpatialEncoding<B> {
         let values: Vec<f32> = (0..self.num_buckets)
-            .flat_map(|bucket| (0..self.num_heads).map(move |_| (-self.initial_decay * bucket as f64) as f32))
+            .flat_map(|bucket| {
+                (0..self.num_heads).map(move |_| (-self.initial_decay * bucket as f64) as f32)
+            })
             .collect();
-        let table = Tensor::from_data(TensorData::new(values, [self.num_buckets, self.num_heads]), device);
+        let table = Tensor::from_data(
+            TensorData::new(values, [self.num_buckets, self.num_heads]),
+            device,
+        );
         SpatialEncoding {
             table: Param::from_tensor(table),
         }
@@ -40,10 +45,11 @@ impl SpatialEncodingConfig {
 }
 
 impl<B: Backend> SpatialEncoding<B> {
-    /// The attention bias of a batch: the distance index `[batch, seq, seq]` read through the table.
-    pub fn bias(&self, distance: Tensor<B, 3, Int>) -> DistanceBias<B> {
+    /// The attention bias of a batch: the distance index over `[batch, seq, seq]` (a dense
+    /// `Tensor<B, 3, Int>` or a [`BucketIndex`]) read through the table.
+    pub fn bias(&self, distance: impl Into<BucketIndex<B>>) -> DistanceBias<B> {
         DistanceBias {
-            index: distance,
+            index: distance.into(),
             table: self.table.val(),
             column_offset: 0,
         }

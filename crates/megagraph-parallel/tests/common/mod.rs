@@ -9,7 +9,7 @@ use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Tensor, TensorData};
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, masked_cross_entropy};
 use megagraph_parallel::{BatchSource, TrainBatch, trainable};
 
@@ -204,10 +204,11 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
                     TensorData::new(ints(&|q| &q.out_degree), [n, s]),
                     device,
                 ),
-                distance: Tensor::from_data(
+                distance: Tensor::<Bk, 3, Int>::from_data(
                     TensorData::new(ints(&|q| &q.distance), [n, s, s]),
                     device,
-                ),
+                )
+                .into(),
                 padding: Tensor::from_data(TensorData::new(padding, [n, s]), device),
             },
             labels: Tensor::from_data(TensorData::new(ints(&|q| &q.labels), [n, s]), device),

@@ -121,7 +121,7 @@ impl<B: ContextParallelBackend> PartBench<B> {
                 Box::new(move |model| {
                     let bias = AttentionBias {
                         distance: Some(DistanceBias {
-                            index,
+                            index: index.into(),
                             table: model.spatial.table.val(),
                             column_offset: 0,
                         }),

@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::tensor::backend::Backend;
-use megagraph_parallel::{BatchSource, TrainBatch};
+use megagraph_parallel::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len};
 
-use crate::data::{NodeBatch, SequenceDataset};
+use crate::data::{NodeBatch, NodeBlock, SequenceDataset};
 
 /// The training batches of a [`SequenceDataset`] for [`megagraph_parallel::ParallelTrainer`]:
-/// every rank builds the rows of its micro-batch from the shared dataset, exactly as the
-/// single-device trainer builds its batch (same labels, weights and structural inputs).
+/// every rank builds only the rows of its context block from the shared dataset (their distance
+/// rows, and node inputs only on the embedding stage), with the values the single-device trainer
+/// builds for those rows (same labels, weights and structural inputs).
 ///
 /// Structure dropout, when `p > 0`, draws per sequence from the seed set with
 /// [`set_step_seed`](Self::set_step_seed) before each step, so a sharded step drops the same
@@ -36,6 +37,20 @@ impl DatasetSource {
         &self.data
     }
 
+    /// Structure dropout of the current step, if any: `(p, seed)`.
+    fn dropout(&self) -> Option<(f64, u64)> {
+        (self.structure_dropout > 0.0).then(|| (self.structure_dropout, self.step_seed.load(Ordering::SeqCst)))
+    }
+
+    /// Checks that every sequence index is in the dataset.
+    fn check(&self, sequences: &[usize]) -> Result<(), String> {
+        let count = self.data.num_sequences();
+        match sequences.iter().find(|&&index| index >= count) {
+            Some(bad) => Err(format!("sequence {bad} is out of range: the dataset has {count} sequences")),
+            None => Ok(()),
+        }
+    }
+
     /// Sets the structure-dropout seed of the next step (call before
     /// [`ParallelTrainer::step`](megagraph_parallel::ParallelTrainer::step)).
     pub fn set_step_seed(&self, seed: u64) {
@@ -45,22 +60,48 @@ impl DatasetSource {
 
 impl<B: Backend> BatchSource<B> for DatasetSource {
     fn batch(&self, sequences: &[usize], device: &B::Device) -> Result<TrainBatch<B>, String> {
-        let count = self.data.num_sequences();
-        if let Some(bad) = sequences.iter().find(|&&index| index >= count) {
-            return Err(format!("sequence {bad} is out of range: the dataset has {count} sequences"));
-        }
-        let dropout = (self.structure_dropout > 0.0)
-            .then(|| (self.structure_dropout, self.step_seed.load(Ordering::SeqCst)));
+        self.check(sequences)?;
         let NodeBatch {
             graph,
             labels,
             train_weight,
             ..
-        } = self.data.batch_with_structure_dropout(sequences, device, dropout);
+        } = self.data.batch_with_structure_dropout(sequences, device, self.dropout());
         Ok(TrainBatch {
             graph,
             labels,
             train_weight,
+        })
+    }
+
+    fn block(&self, sequences: &[usize], request: BlockRequest, device: &B::Device) -> Result<BlockBatch<B>, String> {
+        self.check(sequences)?;
+        let seq_len = self.data.seq_len;
+        let NodeBlock {
+            input,
+            in_degree,
+            out_degree,
+            index_rows,
+            padding,
+            labels,
+            weight,
+            ..
+        } = self.data.block(
+            sequences,
+            request.rows(seq_len),
+            padded_len(seq_len, request.cp),
+            request.with_input,
+            device,
+            self.dropout(),
+        );
+        Ok(BlockBatch {
+            input,
+            in_degree,
+            out_degree,
+            index_rows,
+            padding,
+            labels,
+            weight,
         })
     }
 
