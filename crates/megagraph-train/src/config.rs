@@ -63,6 +63,11 @@ pub struct DataConfig {
     pub max_distance: u8,
     /// Where distances are measured. Default: graph.
     pub distance_scope: DistanceKind,
+    /// The most adjacency entries one BFS source may examine when distance indexes are built;
+    /// `0` = no cap (exact). With a cap, a row whose BFS hits it keeps exact distances for the
+    /// pairs reached and reads the others as "farther": distances are never shorter than the
+    /// truth. For graphs with hubs, where exact rows cost seconds each. Default: 0.
+    pub max_bfs_arcs: usize,
     /// Binary cache of parsed datasets (unset: `$MEGAGRAPH_CACHE` or `~/.cache/megagraph`).
     pub cache_dir: Option<PathBuf>,
     /// Do not read or write the binary cache. Default: false.
@@ -88,6 +93,7 @@ impl Default for DataConfig {
             sequences: SequenceKind::Locality,
             max_distance: 4,
             distance_scope: DistanceKind::Graph,
+            max_bfs_arcs: 0,
             cache_dir: None,
             no_cache: false,
             normalize_features: false,

@@ -3,9 +3,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
-use megagraph_graph::distance::DistanceScope;
+use megagraph_graph::distance::{BfsBudget, DistanceScope, sparse_distance_index_parallel_budgeted};
 use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
-use megagraph_graph::{Dataset, SparseDistanceIndex, sparse_distance_index_parallel};
+use megagraph_graph::{Dataset, SparseDistanceIndex};
 use megagraph_kernels::BucketIndex;
 use megagraph_models::{GraphBatch, NodeInput};
 use rand::{Rng, SeedableRng};
@@ -42,6 +42,8 @@ pub struct SequenceOptions {
     pub scope: DistanceScope,
     /// Seed of the grouping.
     pub seed: u64,
+    /// The most adjacency entries one BFS source examines ([`BfsBudget`]).
+    pub budget: BfsBudget,
 }
 
 /// A graph dataset as node sequences with their structural inputs: what a Graph Transformer
@@ -64,6 +66,7 @@ pub struct SequenceDataset {
     pub partition_seconds: f64,
     max_distance: u8,
     scope: DistanceScope,
+    budget: BfsBudget,
     roles: Vec<SplitRole>,
     /// Nanoseconds spent building distance rows, summed over every call.
     index_nanos: AtomicU64,
@@ -131,6 +134,7 @@ impl SequenceDataset {
             partition_seconds,
             max_distance: options.max_distance,
             scope: options.scope,
+            budget: options.budget,
             roles,
             index_nanos: AtomicU64::new(0),
         })
@@ -145,8 +149,16 @@ impl SequenceDataset {
         let rows = rows.start.min(members.len())..rows.end.min(members.len());
         let started = Instant::now();
         let index =
-            sparse_distance_index_parallel(&self.dataset.graph, members, rows, self.max_distance, self.scope, &|_| {})
-                .expect("sequences are valid node lists and max_distance was checked at construction");
+            sparse_distance_index_parallel_budgeted(
+                &self.dataset.graph,
+                members,
+                rows,
+                self.max_distance,
+                self.scope,
+                self.budget,
+                &|_| {},
+            )
+            .expect("sequences are valid node lists and max_distance was checked at construction");
         self.index_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         index
     }

@@ -1,7 +1,7 @@
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use megagraph_graph::distance::DistanceScope;
+use megagraph_graph::distance::{BfsBudget, DistanceScope};
 use megagraph_graph::ogb::load_ogb_with_progress;
 use megagraph_graph::sequence::SequenceStrategy;
 use megagraph_graph::{
@@ -132,6 +132,9 @@ pub fn prepare_with_progress(
             DistanceKind::Induced => DistanceScope::Induced,
         },
         seed: config.training.seed,
+        budget: BfsBudget {
+            max_arcs_per_source: (data.max_bfs_arcs > 0).then_some(data.max_bfs_arcs),
+        },
     };
     SequenceDataset::with_progress(dataset, options, progress)
 }

@@ -55,6 +55,10 @@ pub struct TrainArgs {
     /// Largest exact shortest-path distance (farther pairs share one bucket).
     #[arg(long, value_name = "K")]
     pub max_distance: Option<u8>,
+    /// Cap on the adjacency entries one BFS source examines when building distance indexes
+    /// (0 = exact; see the config's `max_bfs_arcs`)
+    #[arg(long, value_name = "N")]
+    pub max_bfs_arcs: Option<usize>,
     /// Measure distances in the whole graph or in each sequence's induced subgraph.
     #[arg(long, value_enum)]
     pub distance_scope: Option<ScopeArg>,
@@ -208,6 +212,7 @@ impl TrainArgs {
         set(&mut c.training.batch_size, &self.batch_size);
         set(&mut c.data.seq_len, &self.seq_len);
         set(&mut c.data.max_distance, &self.max_distance);
+        set(&mut c.data.max_bfs_arcs, &self.max_bfs_arcs);
         if let Some(s) = self.sequences {
             c.data.sequences = match s {
                 SequenceArg::Locality => SequenceKind::Locality,
