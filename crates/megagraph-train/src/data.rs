@@ -94,7 +94,10 @@ pub struct NodeBatch<B: Backend> {
 }
 
 impl SequenceDataset {
-    /// Groups the dataset's nodes into sequences and computes their distance indexes (in parallel).
+    /// Groups the dataset's nodes into sequences (distance indexes are built per batch).
+    ///
+    /// # Errors
+    /// As [`with_progress`](Self::with_progress).
     pub fn new(dataset: Dataset, options: SequenceOptions) -> Result<Self> {
         Self::with_progress(dataset, options, &Quiet)
     }
@@ -106,9 +109,9 @@ impl SequenceDataset {
     /// for `u8` buckets.
     pub fn with_progress(dataset: Dataset, options: SequenceOptions, progress: &dyn PrepareProgress) -> Result<Self> {
         let graph = &dataset.graph;
-        // checks max_distance (and the graph) before any work
-        if let Some(&node) = (graph.num_nodes() > 0).then_some(&0u32) {
-            SparseDistanceIndex::new(graph, &[node], 0..1, options.max_distance, options.scope)?;
+        // checks max_distance before any work (batches then build their rows without errors)
+        if graph.num_nodes() > 0 {
+            SparseDistanceIndex::new(graph, &[0], 0..1, options.max_distance, options.scope)?;
         }
         progress.start("sequences", graph.num_nodes(), "nodes");
         let advance = |done| progress.advance(done);
