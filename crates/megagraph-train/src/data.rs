@@ -8,6 +8,7 @@ use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::{Dataset, SparseDistanceIndex};
 use megagraph_kernels::BucketIndex;
 use megagraph_models::{GraphBatch, NodeInput};
+use megagraph_parallel::BlockBatch;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -234,7 +235,7 @@ impl SequenceDataset {
         dropout: Option<(f64, u64)>,
     ) -> NodeBatch<B> {
         let seq = self.seq_len;
-        let block = self.block(indices, 0..seq, seq, true, device, dropout);
+        let NodeBlock { block, nodes } = self.block(indices, 0..seq, seq, true, device, dropout);
         NodeBatch {
             graph: GraphBatch {
                 input: block.input.expect("asked for the node input"),
@@ -245,7 +246,7 @@ impl SequenceDataset {
             },
             labels: block.labels,
             train_weight: block.weight,
-            nodes: block.nodes,
+            nodes,
         }
     }
 
@@ -309,13 +310,15 @@ impl SequenceDataset {
             None => NodeInput::Ids(int_tensor(per_node(&|n| n as i64), [batch, width], device)),
         });
         NodeBlock {
-            input,
-            in_degree: int_tensor(in_degree, [batch, width], device),
-            out_degree: int_tensor(out_degree, [batch, width], device),
-            index_rows,
-            padding: Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch, width]), device),
-            labels: int_tensor(labels, [batch, width], device),
-            weight: Tensor::from_data(TensorData::new(train_weight, [batch, width]), device),
+            block: BlockBatch {
+                input,
+                in_degree: int_tensor(in_degree, [batch, width], device),
+                out_degree: int_tensor(out_degree, [batch, width], device),
+                index_rows,
+                padding: Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch, width]), device),
+                labels: int_tensor(labels, [batch, width], device),
+                weight: Tensor::from_data(TensorData::new(train_weight, [batch, width]), device),
+            },
             nodes,
         }
     }
@@ -350,24 +353,12 @@ impl SequenceDataset {
     }
 }
 
-/// Rows of a batch of sequences ([`SequenceDataset::block`]): a rank's share of a micro-batch,
-/// or with every row the whole batch.
+/// Rows of a batch of sequences ([`SequenceDataset::block`]): a rank's share of a micro-batch
+/// (or, with every row, the whole batch) and the nodes at its positions.
 #[derive(Clone, Debug)]
 pub struct NodeBlock<B: Backend> {
-    /// Node features or ids, `[batch, rows, features]` / `[batch, rows]`; `None` when not asked.
-    pub input: Option<NodeInput<B>>,
-    /// `[batch, rows]`.
-    pub in_degree: Tensor<B, 2, Int>,
-    /// `[batch, rows]`.
-    pub out_degree: Tensor<B, 2, Int>,
-    /// Distance buckets of the rows over `[batch, rows, frame]`, dense or sparse.
-    pub index_rows: BucketIndex<B>,
-    /// `[batch, rows]`, `true` = padding.
-    pub padding: Tensor<B, 2, Bool>,
-    /// Class of each position, `[batch, rows]` (0 for padding and unlabelled nodes).
-    pub labels: Tensor<B, 2, Int>,
-    /// 1.0 where the position is a training node, else 0.0, `[batch, rows]`.
-    pub weight: Tensor<B, 2>,
+    /// The rows' model inputs and targets, as a mesh rank takes them.
+    pub block: BlockBatch<B>,
     /// Host copy of the node at each position (`None` = padding), row-major `[batch, rows]`.
     pub nodes: Vec<Option<u32>>,
 }

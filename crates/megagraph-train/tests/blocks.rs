@@ -7,7 +7,7 @@ use burn::tensor::{Int, Tensor};
 use megagraph_graph::{DistanceIndex, DistanceScope};
 use megagraph_kernels::BucketIndex;
 use megagraph_parallel::padded_len;
-use megagraph_train::{SequenceDataset, TrainConfig, prepare};
+use megagraph_train::{NodeBlock, SequenceDataset, TrainConfig, prepare};
 
 type B = Flex;
 
@@ -53,7 +53,7 @@ fn blocks_equal_the_rows_of_the_whole_batch() {
             let width = frame / cp;
             for position in 0..cp {
                 let rows = position * width..(position + 1) * width;
-                let block =
+                let NodeBlock { block, nodes } =
                     data.block::<B>(&indices, rows.clone(), frame, position == 0, &device, dropout);
                 assert_eq!(block.input.is_some(), position == 0);
                 let index = dense(block.index_rows);
@@ -73,7 +73,7 @@ fn blocks_equal_the_rows_of_the_whole_batch() {
                         let label = if i < seq { whole_labels[b * seq + i] } else { 0 };
                         assert_eq!(labels[b * width + slot], label);
                         let node = (i < seq).then(|| whole.nodes[b * seq + i]).flatten();
-                        assert_eq!(block.nodes[b * width + slot], node);
+                        assert_eq!(nodes[b * width + slot], node);
                     }
                 }
             }

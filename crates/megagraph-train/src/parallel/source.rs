@@ -77,16 +77,7 @@ impl<B: Backend> BatchSource<B> for DatasetSource {
     fn block(&self, sequences: &[usize], request: BlockRequest, device: &B::Device) -> Result<BlockBatch<B>, String> {
         self.check(sequences)?;
         let seq_len = self.data.seq_len;
-        let NodeBlock {
-            input,
-            in_degree,
-            out_degree,
-            index_rows,
-            padding,
-            labels,
-            weight,
-            ..
-        } = self.data.block(
+        let NodeBlock { block, .. } = self.data.block(
             sequences,
             request.rows(seq_len),
             padded_len(seq_len, request.cp),
@@ -94,15 +85,7 @@ impl<B: Backend> BatchSource<B> for DatasetSource {
             device,
             self.dropout(),
         );
-        Ok(BlockBatch {
-            input,
-            in_degree,
-            out_degree,
-            index_rows,
-            padding,
-            labels,
-            weight,
-        })
+        Ok(block)
     }
 
     fn train_nodes(&self, sequences: &[usize]) -> usize {
