@@ -140,14 +140,15 @@ impl<B: Backend> BucketIndex<B> {
             Self::Dense(index) => Ok(index),
             Self::Sparse(index) => {
                 let device = index.columns.device();
-                let [batch, q_len, total_k_len] = Self::Sparse(index.clone()).dims();
+                let [batch, rows_plus_one] = index.row_offsets.dims();
+                let (q_len, total_k_len) = (rows_plus_one.saturating_sub(1), index.total_k_len);
                 if index.far_bucket > usize::from(u8::MAX) {
                     return Err(AttentionError::IndexData(format!(
                         "far bucket {} is not a byte",
                         index.far_bucket
                     )));
                 }
-                let csr = HostCsr::read(&Self::Sparse(index).into_primitive_sparse());
+                let csr = HostCsr::read(&index.into_primitive());
                 let dense = csr.densify(batch, 0..total_k_len);
                 DistanceBias::<B>::index_from_u8(dense, [batch, q_len, total_k_len], &device)
             }
@@ -167,28 +168,11 @@ impl<B: Backend> BucketIndex<B> {
         }
     }
 
-    /// The sparse index at the primitive level.
-    ///
-    /// # Panics
-    /// If the index is dense (callers match first).
-    fn into_primitive_sparse(self) -> SparseBucketIndexPrimitive<B> {
-        match self.into_primitive() {
-            BucketIndexPrimitive::Sparse(index) => index,
-            BucketIndexPrimitive::Dense(_) => unreachable!("matched as sparse by the caller"),
-        }
-    }
-
     /// The index at the primitive level.
     pub fn into_primitive(self) -> BucketIndexPrimitive<B> {
         match self {
             Self::Dense(index) => BucketIndexPrimitive::Dense(index.into_primitive()),
-            Self::Sparse(index) => BucketIndexPrimitive::Sparse(SparseBucketIndexPrimitive {
-                row_offsets: index.row_offsets.into_primitive(),
-                columns: index.columns.into_primitive(),
-                buckets: index.buckets.into_primitive(),
-                total_k_len: index.total_k_len,
-                far_bucket: index.far_bucket,
-            }),
+            Self::Sparse(index) => BucketIndexPrimitive::Sparse(index.into_primitive()),
         }
     }
 }
@@ -315,6 +299,17 @@ impl<B: Backend> SparseBucketIndex<B> {
 }
 
 impl<B: Backend> SparseBucketIndex<B> {
+    /// The index at the primitive level.
+    pub fn into_primitive(self) -> SparseBucketIndexPrimitive<B> {
+        SparseBucketIndexPrimitive {
+            row_offsets: self.row_offsets.into_primitive(),
+            columns: self.columns.into_primitive(),
+            buckets: self.buckets.into_primitive(),
+            total_k_len: self.total_k_len,
+            far_bucket: self.far_bucket,
+        }
+    }
+
     /// Query rows `rows` of every batch element, with `total_k_len` columns (at least the
     /// index's), in storage of their own: what one context-parallel rank keeps of a batch's
     /// index. Rows at or past the index's `q_len` are padding and store nothing. Reads the index
@@ -336,14 +331,7 @@ impl<B: Backend> SparseBucketIndex<B> {
         }
         let [batch, _] = self.row_offsets.dims();
         let device = self.columns.device();
-        let primitive = SparseBucketIndexPrimitive::<B> {
-            row_offsets: self.row_offsets.clone().into_primitive(),
-            columns: self.columns.clone().into_primitive(),
-            buckets: self.buckets.clone().into_primitive(),
-            total_k_len: self.total_k_len,
-            far_bucket: self.far_bucket,
-        };
-        let csr = HostCsr::read(&primitive);
+        let csr = HostCsr::read(&self.clone().into_primitive());
         let mut row_offsets = vec![0u64];
         let (mut columns, mut buckets) = (Vec::new(), Vec::new());
         for b in 0..batch {
