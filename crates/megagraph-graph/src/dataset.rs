@@ -1,5 +1,7 @@
 //! [`Dataset`]: a graph with node features, labels and a train/valid/test split.
 
+use std::sync::Arc;
+
 use crate::graph::Graph;
 
 /// Dense node features, row-major `[num_nodes, dim]`.
@@ -40,8 +42,9 @@ pub struct Split {
 pub struct Dataset {
     /// Dataset name (from `meta.json` `name`, else the folder name; `"csbm"` for synthetic data).
     pub name: String,
-    /// The graph.
-    pub graph: Graph,
+    /// The graph, shared (cloning a dataset, or handing the graph to a background index
+    /// builder, copies no arcs).
+    pub graph: Arc<Graph>,
     /// Node features `[N, dim]`, `None` when the dataset has none.
     pub features: Option<NodeFeatures>,
     /// Class id per node, shape `[N]`; `-1` = unlabelled.

@@ -68,6 +68,9 @@ pub struct DataConfig {
     /// pairs reached and reads the others as "farther": distances are never shorter than the
     /// truth. For graphs with hubs, where exact rows cost seconds each. Default: 0.
     pub max_bfs_arcs: usize,
+    /// Batches whose distance rows a background thread builds ahead of the training step (and
+    /// of evaluation); `0` = build each batch's rows when it is read. Default: 2.
+    pub prefetch_batches: usize,
     /// Binary cache of parsed datasets (unset: `$MEGAGRAPH_CACHE` or `~/.cache/megagraph`).
     pub cache_dir: Option<PathBuf>,
     /// Do not read or write the binary cache. Default: false.
@@ -94,6 +97,7 @@ impl Default for DataConfig {
             max_distance: 4,
             distance_scope: DistanceKind::Graph,
             max_bfs_arcs: 0,
+            prefetch_batches: 2,
             cache_dir: None,
             no_cache: false,
             normalize_features: false,

@@ -1,4 +1,5 @@
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -8,12 +9,13 @@ use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::{Dataset, SparseDistanceIndex};
 use megagraph_kernels::BucketIndex;
 use megagraph_models::{GraphBatch, NodeInput};
-use megagraph_parallel::BlockBatch;
+use megagraph_parallel::{BlockBatch, BlockRequest};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::prefetch::{RowBuilder, RowLayout, RowPrefetcher};
 use crate::progress::PrepareProgress;
 use crate::trainer::Quiet;
 
@@ -51,9 +53,10 @@ pub struct SequenceOptions {
 /// trains on. Every node is in exactly one sequence.
 ///
 /// Distance indexes are not stored: each batch builds the rows it needs (bounded BFS, parallel
-/// over rows) when it is asked for, as a sparse index or, where the pairs are dense enough, a
-/// dense one ([`BucketIndex::from_row_blocks`]). Host memory therefore grows with the graph and
-/// one batch, not with `N · S`.
+/// over rows) as a sparse index or, where the pairs are dense enough, a dense one
+/// ([`BucketIndex::from_row_blocks`]). The training loop asks for the next batches' rows ahead
+/// ([`prefetch`](Self::prefetch)), so a background thread builds them while the current step
+/// computes. Host memory therefore grows with the graph and a few batches, not with `N · S`.
 pub struct SequenceDataset {
     /// The underlying graph, features, labels and split.
     pub dataset: Dataset,
@@ -65,12 +68,12 @@ pub struct SequenceDataset {
     pub num_buckets: usize,
     /// Seconds spent partitioning the nodes into sequences.
     pub partition_seconds: f64,
-    max_distance: u8,
-    scope: DistanceScope,
-    budget: BfsBudget,
     roles: Vec<SplitRole>,
     /// Nanoseconds spent building distance rows, summed over every call.
-    index_nanos: AtomicU64,
+    index_nanos: Arc<AtomicU64>,
+    /// Builds a block of distance rows (bounded BFS), here or on the prefetcher's thread.
+    build_rows: Arc<RowBuilder>,
+    prefetcher: RowPrefetcher,
 }
 
 /// Rows of a batch as a rank computes them: the nodes at each position and their distance rows.
@@ -78,7 +81,7 @@ struct HostBlock {
     /// The node at each position (`None` = padding), row-major `[batch, rows]`.
     nodes: Vec<Option<u32>>,
     /// Per sequence the distance rows of the block's rows that hold a node.
-    index: Vec<SparseDistanceIndex>,
+    index: Vec<Arc<SparseDistanceIndex>>,
 }
 
 /// One batch of sequences: the model input and the per-position targets.
@@ -130,45 +133,80 @@ impl SequenceDataset {
                 roles[id as usize] = role;
             }
         }
+        let index_nanos = Arc::new(AtomicU64::new(0));
+        let build = row_builder(&dataset, options, index_nanos.clone());
         Ok(Self {
             dataset,
             sequences,
             seq_len: options.seq_len,
             num_buckets: options.max_distance as usize + 2,
             partition_seconds,
-            max_distance: options.max_distance,
-            scope: options.scope,
-            budget: options.budget,
             roles,
-            index_nanos: AtomicU64::new(0),
+            index_nanos,
+            build_rows: build.clone(),
+            prefetcher: RowPrefetcher::new(build),
         })
     }
 
-    /// The distance rows `rows` (clipped to the sequence) of sequence `index`, built now.
+    /// The distance rows `rows` (clipped to the sequence) of sequence `index`: prefetched ones
+    /// when [`prefetch`](Self::prefetch) asked for them, else built now.
     ///
     /// # Panics
     /// If `index` is out of range.
-    pub fn distance_rows(&self, index: usize, rows: Range<usize>) -> SparseDistanceIndex {
+    pub fn distance_rows(&self, index: usize, rows: Range<usize>) -> Arc<SparseDistanceIndex> {
         let members = &self.sequences[index];
         let rows = rows.start.min(members.len())..rows.end.min(members.len());
-        let started = Instant::now();
-        let index =
-            sparse_distance_index_parallel_budgeted(
-                &self.dataset.graph,
-                members,
-                rows,
-                self.max_distance,
-                self.scope,
-                self.budget,
-                &|_| {},
-            )
-            .expect("sequences are valid node lists and max_distance was checked at construction");
-        self.index_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        index
+        if let Some(built) = self.prefetcher.take((index, rows.start, rows.end)) {
+            return built;
+        }
+        Arc::new((self.build_rows)(members, rows))
     }
 
-    /// Seconds spent building distance rows so far, summed over every call (calls on several
-    /// threads at once each count).
+    /// Starts building, on a background thread, the distance rows the batches `upcoming` will
+    /// read under `layout` (the context-parallel blocks of each sequence, each read by
+    /// `layout.readers` pipeline stages). A later [`batch`](Self::batch) or
+    /// [`block`](Self::block) takes them instead of building them; results are the same either
+    /// way. The dataset keeps the blocks of `upcoming` and of one more batch at most (older
+    /// ones are dropped unread), so host memory stays bounded by a few batches.
+    pub fn prefetch(&self, upcoming: &[&[usize]], layout: RowLayout) {
+        let cp = layout.cp.max(1);
+        let mut blocks = Vec::new();
+        let mut largest = 0;
+        for batch in upcoming {
+            largest = largest.max(batch.len() * cp);
+            for &index in batch.iter() {
+                let Some(members) = self.sequences.get(index) else {
+                    continue;
+                };
+                for position in 0..cp {
+                    let request = BlockRequest {
+                        cp,
+                        position,
+                        with_input: false,
+                    };
+                    let rows = request.rows(self.seq_len);
+                    let (start, end) = (rows.start.min(members.len()), rows.end.min(members.len()));
+                    if start == end {
+                        // past the sequence's end: nothing to build
+                        continue;
+                    }
+                    blocks.push(((index, start, end), members.clone()));
+                }
+            }
+        }
+        if !blocks.is_empty() {
+            let capacity = blocks.len() + largest;
+            self.prefetcher.request(blocks, layout.readers, capacity);
+        }
+    }
+
+    /// Reads of distance rows served by [`prefetch`](Self::prefetch)'s background builds so far.
+    pub fn prefetched_reads(&self) -> u64 {
+        self.prefetcher.hits()
+    }
+
+    /// Seconds spent building distance rows so far, summed over every build (on the background
+    /// thread too; builds on several threads at once each count).
     pub fn index_seconds(&self) -> f64 {
         self.index_nanos.load(Ordering::Relaxed) as f64 * 1e-9
     }
@@ -273,7 +311,7 @@ impl SequenceDataset {
         let (batch, width) = (indices.len(), rows.len());
         let graph = &self.dataset.graph;
         let HostBlock { nodes, index } = self.host_block(indices, rows.clone());
-        let blocks: Vec<&SparseDistanceIndex> = index.iter().collect();
+        let blocks: Vec<&SparseDistanceIndex> = index.iter().map(|rows| &**rows).collect();
         let dropped = dropout
             .filter(|(p, _)| *p > 0.0)
             .map(|(p, seed)| self.dropped_pairs(indices, rows.clone(), p, seed));
@@ -365,4 +403,24 @@ pub struct NodeBlock<B: Backend> {
 
 fn int_tensor<B: Backend, const D: usize>(values: Vec<i64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Int> {
     Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+/// Builds distance rows of `dataset`'s sequences as `options` say, adding the time to `nanos`.
+fn row_builder(dataset: &Dataset, options: SequenceOptions, nanos: Arc<AtomicU64>) -> Arc<RowBuilder> {
+    let graph = dataset.graph.clone();
+    Arc::new(move |members: &[u32], rows: Range<usize>| {
+        let started = Instant::now();
+        let index = sparse_distance_index_parallel_budgeted(
+            &graph,
+            members,
+            rows,
+            options.max_distance,
+            options.scope,
+            options.budget,
+            &|_| {},
+        )
+        .expect("sequences are valid node lists and max_distance was checked at construction");
+        nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        index
+    })
 }

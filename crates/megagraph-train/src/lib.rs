@@ -16,6 +16,7 @@ pub mod learner;
 mod metrics;
 pub mod parallel;
 pub mod plot;
+mod prefetch;
 mod prepare;
 mod progress;
 mod schedule;
@@ -38,6 +39,7 @@ pub use learner::{
     SplitSequences,
 };
 pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};
+pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress};
 pub use progress::PrepareProgress;
 pub use schedule::WarmupCosine;

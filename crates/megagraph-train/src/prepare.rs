@@ -78,7 +78,7 @@ fn synthetic_dataset(synthetic: &SyntheticConfig) -> Result<Dataset> {
             .generate()?;
             Ok(Dataset {
                 name: "power_law".into(),
-                graph,
+                graph: graph.into(),
                 ..planted
             })
         }

@@ -17,6 +17,7 @@ use crate::engine::{EngineSetup, Mesh, SingleDevice, StepEngine};
 use crate::error::{Result, TrainError};
 use crate::metrics::{EpochMetrics, TrainReport, peak_rss_bytes};
 use crate::parallel::{StepShape, resolve_layout};
+use crate::prefetch::RowLayout;
 use crate::schedule::WarmupCosine;
 
 /// Receives progress while a [`NodeClassificationTrainer`] runs (progress bars, logs).
@@ -268,6 +269,11 @@ impl<'a> NodeClassificationTrainer<'a> {
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),
         };
+        // how a step reads the distance rows, so they can be built ahead
+        let rows = layout.as_ref().map_or(RowLayout::SINGLE, |layout| RowLayout {
+            cp: layout.cp,
+            readers: layout.pp,
+        });
         let mut engine: Box<dyn StepEngine<B>> = match layout {
             Some(layout) => {
                 log::info!(
@@ -327,11 +333,13 @@ impl<'a> NodeClassificationTrainer<'a> {
             observer.epoch_started(epoch, training.epochs, steps_this_epoch);
 
             let (mut loss_sum, mut loss_steps, mut lr) = (0.0, 0, schedule.at(state.step));
-            for indices in order.chunks(batch_size) {
+            let batches: Vec<&[usize]> = order.chunks(batch_size).collect();
+            for (i, indices) in batches.iter().copied().enumerate() {
                 if step_limit_reached(state.step) {
                     break;
                 }
                 let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
+                self.prefetch(&batches, i, rows);
                 let step_lr = schedule.at(state.step);
                 let Some(loss) = engine.step(indices, step_lr, dropout_seed)? else {
                     continue;
@@ -420,6 +428,17 @@ impl<'a> NodeClassificationTrainer<'a> {
         })
     }
 
+    /// Asks the dataset to build the distance rows of the `data.prefetch_batches` batches after
+    /// `batches[current]` (none on a multi-node run, whose other nodes read most of them).
+    fn prefetch(&self, batches: &[&[usize]], current: usize, rows: RowLayout) {
+        let ahead = self.config.data.prefetch_batches;
+        if ahead == 0 || self.nodes.is_some() {
+            return;
+        }
+        let upcoming = &batches[(current + 1).min(batches.len())..(current + 1 + ahead).min(batches.len())];
+        self.data.prefetch(upcoming, rows);
+    }
+
     /// Accuracy of `model` on the train, valid and test nodes.
     pub fn evaluate<B: GraphAttentionBackend>(
         &self,
@@ -429,7 +448,9 @@ impl<'a> NodeClassificationTrainer<'a> {
     ) -> SplitAccuracy {
         let mut correct = [0usize; 3];
         let mut total = [0usize; 3];
-        for indices in batches {
+        let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
+        for (i, indices) in slices.iter().enumerate() {
+            self.prefetch(&slices, i, RowLayout::SINGLE);
             let batch: NodeBatch<B> = self.data.batch(indices, device);
             let predictions = model.forward(batch.graph).argmax(2).into_data();
             let predictions = predictions.iter::<i64>();

@@ -7,7 +7,7 @@ use burn::tensor::{Int, Tensor};
 use megagraph_graph::{DistanceIndex, DistanceScope};
 use megagraph_kernels::BucketIndex;
 use megagraph_parallel::padded_len;
-use megagraph_train::{NodeBlock, SequenceDataset, TrainConfig, prepare};
+use megagraph_train::{MeshConfig, NodeBlock, RowLayout, SequenceDataset, TrainConfig, prepare};
 
 type B = Flex;
 
@@ -119,5 +119,86 @@ fn structure_dropout_drops_pairs_and_keeps_the_diagonal() {
     assert!(gone > near.len() / 4 && gone < near.len() * 3 / 4, "{gone} of {}", near.len());
     for i in 0..seq {
         assert_eq!(dropped[i * seq + i], plain[i * seq + i]);
+    }
+}
+
+#[test]
+fn prefetched_rows_equal_rows_built_on_demand() {
+    let data = dataset();
+    let device = Default::default();
+    let seq = data.seq_len;
+    let all: Vec<usize> = (0..data.num_sequences()).collect();
+    let batches: Vec<&[usize]> = all.chunks(2).collect();
+    for cp in [1, 3] {
+        let frame = padded_len(seq, cp);
+        let width = frame / cp;
+        // every stage of a two-stage pipeline reads each block
+        data.prefetch(&batches, RowLayout { cp, readers: 2 });
+        let before = data.prefetched_reads();
+        for batch in &batches {
+            for position in 0..cp {
+                let rows = position * width..(position + 1) * width;
+                for _stage in 0..2 {
+                    let prefetched =
+                        data.block::<B>(batch, rows.clone(), frame, false, &device, None);
+                    // nothing asked for now: built on demand
+                    let fresh =
+                        dataset().block::<B>(batch, rows.clone(), frame, false, &device, None);
+                    assert_eq!(
+                        dense(prefetched.block.index_rows),
+                        dense(fresh.block.index_rows)
+                    );
+                    assert_eq!(prefetched.nodes, fresh.nodes);
+                }
+            }
+        }
+        // blocks past a short sequence's end hold no rows and are not built ahead
+        let blocks: usize = all
+            .iter()
+            .map(|&index| {
+                (0..cp)
+                    .filter(|position| position * width < data.sequences[index].len())
+                    .count()
+            })
+            .sum();
+        let reads = (blocks * 2) as u64;
+        assert_eq!(
+            data.prefetched_reads() - before,
+            reads,
+            "cp {cp}: every read was prefetched"
+        );
+    }
+}
+
+#[test]
+fn training_with_and_without_prefetching_gives_the_same_losses() {
+    let losses = |prefetch_batches, mesh| {
+        let mut config = TrainConfig::default();
+        config.mesh = mesh;
+        config.synthetic.nodes = 240;
+        config.data.seq_len = 40;
+        config.data.prefetch_batches = prefetch_batches;
+        config.training.epochs = 2;
+        config.training.batch_size = 2;
+        // Burn's dropout stream differs between runs in one process; structure dropout does not
+        config.model.dropout = 0.0;
+        config.model.input_dropout = 0.0;
+        config.model.key_dropout = 0.0;
+        config.data.structure_dropout = 0.1;
+        let data = std::sync::Arc::new(prepare(&config).expect("prepare"));
+        let outcome = megagraph_train::NodeClassificationTrainer::new(&config, data.clone())
+            .fit::<burn::backend::Autodiff<B>>(&Default::default(), &mut megagraph_train::Quiet)
+            .expect("train");
+        // the background builds were read (by the steps and by evaluation) only when asked for
+        assert_eq!(data.prefetched_reads() > 0, prefetch_batches > 0);
+        outcome
+            .report
+            .history
+            .iter()
+            .map(|epoch| epoch.loss)
+            .collect::<Vec<_>>()
+    };
+    for mesh in [MeshConfig::default(), MeshConfig::new(2, 2, 1, 1)] {
+        assert_eq!(losses(0, mesh.clone()), losses(3, mesh));
     }
 }

@@ -192,7 +192,7 @@ fn the_power_law_kind_trains_on_a_power_law_graph() {
     let data = prepare(&config).expect("prepare");
     let ds = &data.dataset;
     assert_eq!((ds.name.as_str(), ds.num_nodes(), ds.num_classes), ("power_law", 300, 3));
-    assert_eq!(ds.graph, config.synthetic.power_law().generate().expect("power law"));
+    assert_eq!(*ds.graph, config.synthetic.power_law().generate().expect("power law"));
     let report = run(&config);
     assert_eq!((report.dataset.as_str(), report.epochs_run), ("power_law", 2));
     let parsed = TrainConfig::from_toml_str("[synthetic]\nkind = \"power_law\"\nexponent = 2.1\n").unwrap();

@@ -502,7 +502,7 @@ fn decode_payload(r: &mut Reader<'_>) -> Result<Dataset, String> {
     let train = parts.pop().unwrap_or_default();
     Ok(Dataset {
         name,
-        graph,
+        graph: graph.into(),
         features,
         labels,
         num_classes,

@@ -379,7 +379,7 @@ fn parse_dataset(
     check_split(&s.train.path, &split, &labels);
     Ok(Dataset {
         name,
-        graph,
+        graph: graph.into(),
         features,
         labels,
         num_classes,

@@ -928,7 +928,8 @@ mod tests {
                 ..Default::default()
             }
             .generate()
-            .unwrap(),
+            .unwrap()
+            .into(),
         ] {
             let g = unit(&graph);
             let n = g.len();

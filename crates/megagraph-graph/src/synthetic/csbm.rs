@@ -247,7 +247,7 @@ impl CsbmConfig {
 
         Ok(Dataset {
             name: "csbm".into(),
-            graph,
+            graph: graph.into(),
             features,
             labels,
             num_classes: c,
