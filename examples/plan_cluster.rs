@@ -33,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         seq_len: args.seq_len,
         sequences_per_step: args.sequences_per_step,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     let report = plan_analytic(&cluster, &ModelShape::paper(), &workload, &SearchOptions::default())?;
     println!("{}", report.explain());

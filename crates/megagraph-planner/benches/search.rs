@@ -31,6 +31,7 @@ fn search_64_devices_32_layers(c: &mut Criterion) {
         seq_len: 65_536,
         sequences_per_step: 64,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     let profile = match cluster_analytic_profile(&cluster, &shape, workload.dtype_bytes) {
         Ok(profile) => profile,

@@ -437,6 +437,7 @@ mod tests {
             seq_len: 16_384,
             sequences_per_step: 8,
             dtype_bytes: 4,
+            near_pairs_per_row: None,
         };
         CostModel::new(shape, workload, cluster, fitted)
     }

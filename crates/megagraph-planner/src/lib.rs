@@ -20,7 +20,7 @@
 //! use megagraph_planner::{ClusterSpec, ModelShape, SearchOptions, Workload, plan_analytic};
 //!
 //! let cluster = ClusterSpec::from_toml_file("configs/clusters/h200-8x-nvlink.toml")?;
-//! let workload = Workload { seq_len: 65_536, sequences_per_step: 32, dtype_bytes: 4 };
+//! let workload = Workload { seq_len: 65_536, sequences_per_step: 32, dtype_bytes: 4, near_pairs_per_row: None };
 //! let report = plan_analytic(&cluster, &ModelShape::paper(), &workload, &SearchOptions::default())?;
 //! println!("{}", report.explain());
 //! let config = report.best.to_parallel_config();

@@ -17,7 +17,8 @@
 //!   `[rows, key_tile, heads]`, never `[S, S, heads]`);
 //! - inputs: the batch a micro-batch keeps until its backward: node features and degrees on
 //!   stage 0, labels and training weights on the last stage, the padding mask everywhere;
-//! - distance index: the `u8` rows of the in-flight sequences, `b x S` bytes each;
+//! - distance index: the rows of the in-flight sequences, `b` per sequence, each as the runtime
+//!   holds it ([`Workload::index_row_bytes`]: `S` bytes dense, or the stored pairs sparse);
 //! - communication buffers: per in-flight micro-batch the activation sent to the next stage
 //!   (it stays the sender's until the receiver's backward frees it), the input gradient being
 //!   sent back, and under context parallelism the ring's key/value gradient accumulators
@@ -53,7 +54,7 @@ pub struct MemoryBreakdown {
     /// The in-flight micro-batches' inputs (features, degrees, labels, weights, padding).
     #[serde(default)]
     pub inputs: u64,
-    /// `u8` distance-index rows of the in-flight sequences.
+    /// Distance-index rows of the in-flight sequences (dense `u8` or sparse).
     pub distance_index: u64,
     /// Ring-attention and pipeline buffers.
     pub communication_buffers: u64,
@@ -110,7 +111,7 @@ pub struct MemoryModel {
     layer_workspace: f64,
     embedding_workspace: f64,
     head_workspace: f64,
-    /// Distance-index bytes per micro-batch: `q * b * S`.
+    /// Distance-index bytes per micro-batch: `q * b` rows of [`Workload::index_row_bytes`].
     index_per_micro_batch: f64,
     /// Input bytes per micro-batch on stage 0 (features, degrees), the last stage (labels,
     /// weights) and every stage (padding).
@@ -166,7 +167,7 @@ impl MemoryModel {
                 .max(attention_workspace),
             embedding_workspace: fitted.embedding.workspace_bytes(rows),
             head_workspace: fitted.head.workspace_bytes(rows),
-            index_per_micro_batch: rows * workload.seq_len as f64,
+            index_per_micro_batch: rows * workload.index_row_bytes() as f64,
             // f32 features, two i64 degrees; i64 labels and f32 weights; a bool padding flag
             first_inputs: rows * (e * shape.feature_dim as f64 + 16.0),
             last_inputs: rows * (8.0 + e),
@@ -278,7 +279,34 @@ mod tests {
             seq_len: 65_536,
             sequences_per_step: 16,
             dtype_bytes: 4,
+            near_pairs_per_row: None,
         }
+    }
+
+    #[test]
+    fn a_sparse_index_counts_its_stored_pairs_and_a_dense_one_every_pair() {
+        let shape = ModelShape::paper();
+        let fitted = fitted(&shape);
+        let mesh = Mesh {
+            pp: 1,
+            cp: 4,
+            dp: 1,
+            micro_batches: 16,
+        };
+        let rows = 65_536 / 4;
+        let index = |near_pairs_per_row| {
+            let workload = Workload {
+                near_pairs_per_row,
+                ..workload()
+            };
+            MemoryModel::new(&shape, &workload, &fitted, &mesh).stage(0, 16).distance_index
+        };
+        assert_eq!(index(None), rows * 65_536);
+        // 300 stored pairs a row: 4 + 5 * 300 bytes instead of 65,536
+        assert_eq!(index(Some(300)), rows * (4 + 5 * 300));
+        // a fifth or more of the pairs stored: the runtime keeps the dense rows
+        assert_eq!(index(Some(65_536 / 5 + 1)), rows * 65_536);
+        assert_eq!(index(Some(65_536 / 5)), rows * (4 + 5 * (65_536 / 5)));
     }
 
     #[test]

@@ -539,6 +539,7 @@ mod tests {
             seq_len,
             sequences_per_step: sequences,
             dtype_bytes: 4,
+            near_pairs_per_row: None,
         };
         CostModel::new(shape, workload, cluster, fitted)
     }

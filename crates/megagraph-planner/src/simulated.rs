@@ -122,6 +122,7 @@ impl SimulatedStudy {
                     seq_len,
                     sequences_per_step: (self.nodes_per_step / seq_len).max(1),
                     dtype_bytes: self.dtype_bytes,
+                    near_pairs_per_row: None,
                 };
                 let profile = cluster_analytic_profile(&cluster, &self.shape, self.dtype_bytes)?;
                 rows.push(self.row(

@@ -42,6 +42,11 @@ pub struct Workload {
     pub sequences_per_step: usize,
     /// Bytes per element of parameters, gradients, optimizer moments and activations (4 for f32).
     pub dtype_bytes: usize,
+    /// Pairs per query row that a sparse distance index stores (the nodes within
+    /// `max_distance`, itself included; the mean over rows, rounded up). `None`: not known, and
+    /// the index is counted dense (one byte per pair, the most it can take).
+    #[serde(default)]
+    pub near_pairs_per_row: Option<usize>,
 }
 
 /// A model shape or workload that cannot be planned for.
@@ -174,6 +179,17 @@ impl ModelShape {
 }
 
 impl Workload {
+    /// Bytes of one query row of the distance index over the `seq_len` key columns, as the
+    /// runtime holds it: the sparse row (a 4-byte column and a 1-byte bucket per stored pair,
+    /// and a 4-byte row offset) when it stores fewer than a fifth of the pairs (the runtime's
+    /// choice, `BucketIndex::sparse_is_smaller`), else the dense row of `seq_len` bytes.
+    pub fn index_row_bytes(&self) -> usize {
+        match self.near_pairs_per_row {
+            Some(stored) if stored.saturating_mul(5) < self.seq_len => 4 + 5 * stored,
+            _ => self.seq_len,
+        }
+    }
+
     /// Checks that every size is positive and the element size is 1, 2, 4 or 8 bytes.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         for (field, value) in [
@@ -236,6 +252,7 @@ mod tests {
             seq_len: 1024,
             sequences_per_step: 4,
             dtype_bytes: 3,
+            near_pairs_per_row: None,
         };
         assert_eq!(
             workload.validate(),

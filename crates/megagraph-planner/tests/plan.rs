@@ -56,6 +56,7 @@ fn plans_and_explains_on_this_machine() {
         seq_len: 4_096,
         sequences_per_step: 8,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     let report = plan_analytic(&cluster, &shape, &workload, &SearchOptions::default()).unwrap();
     assert_eq!(report.best.to_parallel_config().world_size(), 2);
@@ -89,6 +90,7 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
         seq_len: 16_384,
         sequences_per_step: 16,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     // A "measured" profile whose embedding stage costs as much as four layers, as when a heavy
     // input encoder runs there, saved and loaded through JSON.

@@ -142,6 +142,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         seq_len: 32,
         sequences_per_step: 4,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     let search = SearchOptions {
         fit: FitOptions::default(),

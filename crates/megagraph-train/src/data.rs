@@ -200,6 +200,25 @@ impl SequenceDataset {
         }
     }
 
+    /// Pairs per query row that this dataset's sparse distance index stores (the nodes within
+    /// `max_distance`, itself included), the mean over a sample of rows rounded up: up to 64
+    /// evenly spaced rows of each of up to 8 evenly spaced sequences. What the planner's
+    /// memory model needs to count the index as the runtime holds it.
+    pub fn near_pairs_per_row(&self) -> usize {
+        let count = self.num_sequences();
+        let (mut stored, mut rows) = (0usize, 0usize);
+        for k in 0..count.min(8) {
+            let index = k * count / count.min(8);
+            let len = self.sequences[index].len();
+            for r in 0..len.min(64) {
+                let row = r * len / len.min(64);
+                stored += self.distance_rows(index, row..row + 1).nnz();
+                rows += 1;
+            }
+        }
+        stored.div_ceil(rows.max(1))
+    }
+
     /// Reads of distance rows served by [`prefetch`](Self::prefetch)'s background builds so far.
     pub fn prefetched_reads(&self) -> u64 {
         self.prefetcher.hits()

@@ -117,6 +117,8 @@ impl<'a> NodeClassificationTrainer<'a> {
             sequences_per_step: self.batch_size(),
             num_sequences: self.data.num_sequences(),
             nodes: self.nodes.as_ref().map_or(1, |nodes| nodes.num_nodes),
+            // a planned layout's memory model counts the sparse index as built
+            near_pairs_per_row: self.config.mesh.plan.is_some().then(|| self.data.near_pairs_per_row()),
         };
         resolve_layout(&self.config.mesh, &self.model_config(), steps).map(Some)
     }

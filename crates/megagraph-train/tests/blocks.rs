@@ -202,3 +202,19 @@ fn training_with_and_without_prefetching_gives_the_same_losses() {
         assert_eq!(losses(0, mesh.clone()), losses(3, mesh));
     }
 }
+
+#[test]
+fn near_pairs_per_row_is_the_mean_stored_pairs_of_a_row() {
+    // 7 sequences of at most 50 rows: the sample is every row
+    let data = dataset();
+    assert!(data.num_sequences() <= 8 && data.seq_len <= 64);
+    let (mut stored, mut rows) = (0, 0);
+    for index in 0..data.num_sequences() {
+        let len = data.sequences[index].len();
+        stored += data.distance_rows(index, 0..len).nnz();
+        rows += len;
+    }
+    assert_eq!(data.near_pairs_per_row(), stored.div_ceil(rows));
+    // every row stores at least its own node
+    assert!(data.near_pairs_per_row() >= 1);
+}

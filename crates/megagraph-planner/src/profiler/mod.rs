@@ -639,6 +639,7 @@ fn runtime_overhead<B: ContextParallelBackend>(
         seq_len,
         sequences_per_step: 1,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     let mesh = Mesh {
         pp: 1,

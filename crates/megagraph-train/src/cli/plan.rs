@@ -149,6 +149,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         seq_len: args.seq_len,
         sequences_per_step: args.sequences_per_step,
         dtype_bytes: 4,
+        near_pairs_per_row: None,
     };
     let options = SearchOptions {
         max_micro_batches: args.max_micro_batches,

@@ -25,6 +25,10 @@ pub struct StepShape {
     pub num_sequences: usize,
     /// Processes of a multi-node run (1 = this one alone): data parallelism spans them.
     pub nodes: usize,
+    /// Pairs per row a sparse distance index stores, when known
+    /// ([`SequenceDataset::near_pairs_per_row`](crate::SequenceDataset::near_pairs_per_row)):
+    /// the planner's memory model counts the index as the runtime holds it.
+    pub near_pairs_per_row: Option<usize>,
 }
 
 impl StepShape {
@@ -187,6 +191,7 @@ fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, s
         seq_len: steps.seq_len,
         sequences_per_step: steps.sequences_per_step,
         dtype_bytes: 4,
+        near_pairs_per_row: steps.near_pairs_per_row,
     };
     let report = plan_analytic(&cluster, &ModelShape::of(model), &workload, &SearchOptions::default())?;
     let best = report.best;
@@ -218,6 +223,7 @@ mod tests {
         sequences_per_step: 4,
         num_sequences: 10,
         nodes: 1,
+        near_pairs_per_row: None,
     };
 
 
