@@ -2,7 +2,9 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Bool, Tensor, backend::Backend};
-use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, GraphAttentionBackend, graph_attention};
+use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, GraphAttentionBackend};
+
+use crate::{Attend, LocalAttention};
 
 /// Configuration of a [`GraphAttention`] layer.
 #[derive(Config, Debug)]
@@ -60,7 +62,7 @@ impl GraphAttentionConfig {
 }
 
 impl<B: GraphAttentionBackend> GraphAttention<B> {
-    /// Biased self-attention.
+    /// Biased self-attention on one device ([`LocalAttention`]).
     ///
     /// - `x`: `[batch, seq, d_model]`
     /// - `bias`: distance index `[batch, seq, seq]` and table `[buckets, heads]`
@@ -71,6 +73,32 @@ impl<B: GraphAttentionBackend> GraphAttention<B> {
     ///
     /// If the shapes of `x`, `bias` and `padding` disagree.
     pub fn forward(&self, x: Tensor<B, 3>, bias: DistanceBias<B>, padding: Tensor<B, 2, Bool>) -> Tensor<B, 3> {
+        self.forward_with(x, bias, padding, &LocalAttention, 0)
+            .unwrap_or_else(|err| panic!("graph attention on inconsistent shapes: {err}"))
+    }
+}
+
+impl<B: Backend> GraphAttention<B> {
+    /// Biased self-attention of this device's rows through the attention core `attend`: the
+    /// projections around it are the layer's own whatever the core.
+    ///
+    /// - `x`: `[batch, rows, d_model]`, this device's rows
+    /// - `bias`: the distance bias of those rows over every key column
+    /// - `keys`: `[batch, rows]`, `true` for this device's keys that are not attended
+    /// - `layer`: global index of the calling layer (see [`Attend::attend`])
+    /// - output: `[batch, rows, d_model]`
+    ///
+    /// # Errors
+    ///
+    /// What `attend` returns.
+    pub fn forward_with<A: Attend<B>>(
+        &self,
+        x: Tensor<B, 3>,
+        bias: DistanceBias<B>,
+        keys: Tensor<B, 2, Bool>,
+        attend: &A,
+        layer: usize,
+    ) -> Result<Tensor<B, 3>, A::Error> {
         let [batch, seq, d_model] = x.dims();
         let head_dim = d_model / self.num_heads;
         let heads = |t: Tensor<B, 3>| t.reshape([batch, seq, self.num_heads, head_dim]).swap_dims(1, 2);
@@ -80,16 +108,15 @@ impl<B: GraphAttentionBackend> GraphAttention<B> {
         let bias = AttentionBias {
             distance: Some(bias),
             dense: None,
-            key_padding_mask: Some(padding),
+            key_padding_mask: Some(keys),
         };
         let options = AttentionOptions {
             scale: None,
             block_size: self.block_size,
         };
-        let attended = graph_attention(q, k, v, bias, &options)
-            .unwrap_or_else(|err| panic!("graph attention on inconsistent shapes: {err}"))
-            .output;
-        self.output
-            .forward(attended.swap_dims(1, 2).reshape([batch, seq, d_model]))
+        let attended = attend.attend(q, k, v, bias, &options, layer)?;
+        Ok(self
+            .output
+            .forward(attended.swap_dims(1, 2).reshape([batch, seq, d_model])))
     }
 }

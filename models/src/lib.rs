@@ -17,6 +17,7 @@
 //! so that a pipeline can place the (heavy) embedding stage and any share of layers on a stage.
 
 mod activation;
+mod attend;
 mod attention;
 mod batch;
 pub mod encoders;
@@ -26,6 +27,7 @@ mod model;
 mod preset;
 
 pub use activation::ExactGelu;
+pub use attend::{Attend, LocalAttention, key_mask};
 pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};

@@ -1,14 +1,14 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Bool, Distribution, Tensor, backend::Backend};
+use burn::tensor::{Tensor, backend::Backend};
 use megagraph_kernels::GraphAttentionBackend;
 
 use crate::encoders::{
     CentralityEncoding, CentralityEncodingConfig, InputEncoder, InputEncoderConfig, SpatialEncoding,
     SpatialEncodingConfig,
 };
-use crate::{GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig};
+use crate::{GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, key_mask};
 
 /// Configuration of a [`GraphTransformer`]. The defaults are sized for a 2-core CPU; the MegaGraph
 /// paper's model is [`ModelPreset::Paper`](crate::ModelPreset::Paper).
@@ -131,19 +131,8 @@ impl<B: GraphAttentionBackend> GraphTransformer<B> {
     /// Applies the layers in `layers` (a range of layer indices) to `x`, `[batch, seq, hidden]`.
     pub fn forward_layers(&self, x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>) -> Tensor<B, 3> {
         self.layers[layers].iter().fold(x, |x, layer| {
-            layer.forward(x, self.spatial.bias(batch.distance.clone()), self.key_mask(batch))
+            layer.forward(x, self.spatial.bias(batch.distance.clone()), key_mask(&batch.padding, self.key_dropout))
         })
-    }
-
-    /// The key mask of one layer: padding, plus keys hidden by key dropout while training.
-    fn key_mask(&self, batch: &GraphBatch<B>) -> Tensor<B, 2, Bool> {
-        let device = batch.device();
-        if self.key_dropout <= 0.0 || !B::ad_enabled(&device) {
-            return batch.padding.clone();
-        }
-        let shape = [batch.batch_size(), batch.seq_len()];
-        let hidden = Tensor::<B, 2>::random(shape, Distribution::Bernoulli(self.key_dropout), &device).equal_elem(1.0);
-        batch.padding.clone().bool_or(hidden)
     }
 
     /// Final norm and classifier: `[batch, seq, hidden]` → `[batch, seq, num_classes]`.

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Bool, Distribution, Int, Tensor};
+use burn::tensor::{Bool, Int, Tensor};
 use megagraph_kernels::{AttentionBias, AttentionOptions, BucketIndex, DistanceBias};
 use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncoding};
-use megagraph_models::{GraphTransformer, GraphTransformerLayer, NodeInput};
+use megagraph_models::{Attend, GraphTransformer, GraphTransformerLayer, NodeInput, key_mask};
 
 use crate::context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
 use crate::{ParallelConfig, ParallelError};
@@ -190,19 +190,22 @@ impl<B: ContextParallelBackend> StageModule<B> {
         Some(encoded + self.centrality.as_ref()?.forward(in_degree, out_degree))
     }
 
-    /// This stage's layers on a block, with ring attention over the context group.
+    /// This stage's layers on a block (the model's own layers), with ring attention over the
+    /// context group as their attention core.
     pub(crate) fn forward_layers(
         &self,
         mut x: Tensor<B, 3>,
         context: &BlockContext<'_, B>,
     ) -> Result<Tensor<B, 3>, ParallelError> {
         for (offset, layer) in self.layers.iter().enumerate() {
-            let call = RingCall {
-                layer: self.first_layer + offset,
-                ..context.call
-            };
+            // each rank draws the key dropout of its own keys, which travel the ring with them
             let keys = key_mask(&context.padding, self.key_dropout);
-            x = layer_forward(layer, x, context, keys, call)?;
+            let bias = DistanceBias {
+                index: context.index_rows.clone(),
+                table: context.table.clone(),
+                column_offset: 0,
+            };
+            x = layer.forward_with(x, bias, keys, context, self.first_layer + offset)?;
         }
         Ok(x)
     }
@@ -217,67 +220,22 @@ impl<B: ContextParallelBackend> StageModule<B> {
     }
 }
 
-/// The key mask of one layer on a block, as [`GraphTransformer::forward_layers`] makes it for
-/// the whole sequence: the padding, plus keys hidden by key dropout (drawn per layer). Each
-/// rank draws the mask of its own block's keys; the mask travels the ring with the keys, so
-/// every query of the sequence sees the same hidden keys.
-///
-/// - `padding`: `[batch, block]`; output: `[batch, block]`
-fn key_mask<B: Backend>(padding: &Tensor<B, 2, Bool>, key_dropout: f64) -> Tensor<B, 2, Bool> {
-    let device = padding.device();
-    if key_dropout <= 0.0 || !B::ad_enabled(&device) {
-        return padding.clone();
-    }
-    let hidden = Tensor::<B, 2>::random(
-        padding.dims(),
-        Distribution::Bernoulli(key_dropout),
-        &device,
-    )
-    .equal_elem(1.0);
-    padding.clone().bool_or(hidden)
-}
+/// The ring over the context group as the attention core of the model's layers: each layer's
+/// queries of this block attend over the keys of every block of the sequence, which travel the
+/// ring ([`ring_attention`]); the layer around it is the model's own.
+impl<B: ContextParallelBackend> Attend<B> for BlockContext<'_, B> {
+    type Error = ParallelError;
 
-/// [`GraphTransformerLayer::forward`] on a context block: the same pre-LN layer, with the
-/// attention op replaced by [`ring_attention`]. `keys` is the layer's key mask of this block
-/// (`[batch, block]`, `true` = not attended).
-pub(crate) fn layer_forward<B: ContextParallelBackend>(
-    layer: &GraphTransformerLayer<B>,
-    x: Tensor<B, 3>,
-    context: &BlockContext<'_, B>,
-    keys: Tensor<B, 2, Bool>,
-    call: RingCall,
-) -> Result<Tensor<B, 3>, ParallelError> {
-    let attention = &layer.attention;
-    let normed = layer.attention_norm.forward(x.clone());
-    let [batch, block, d_model] = normed.dims();
-    let heads = attention.num_heads;
-    let head_dim = d_model / heads;
-    let split = |t: Tensor<B, 3>| t.reshape([batch, block, heads, head_dim]).swap_dims(1, 2);
-    let q = split(attention.query.forward(normed.clone()));
-    let k = split(attention.key.forward(normed.clone()));
-    let v = split(attention.value.forward(normed));
-    let bias = AttentionBias {
-        distance: Some(DistanceBias {
-            index: context.index_rows.clone(),
-            table: context.table.clone(),
-            column_offset: 0,
-        }),
-        dense: None,
-        key_padding_mask: Some(keys),
-    };
-    let options = AttentionOptions {
-        scale: None,
-        block_size: attention.block_size,
-    };
-    let attended = ring_attention(q, k, v, bias, &options, context.ring, call)?.output;
-    let attended = attention
-        .output
-        .forward(attended.swap_dims(1, 2).reshape([batch, block, d_model]));
-    let x = x + layer.dropout.forward(attended);
-    let hidden = layer
-        .activation
-        .forward(layer.ffn_in.forward(layer.ffn_norm.forward(x.clone())));
-    Ok(x + layer
-        .dropout
-        .forward(layer.ffn_out.forward(layer.dropout.forward(hidden))))
+    fn attend(
+        &self,
+        q: Tensor<B, 4>,
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+        bias: AttentionBias<B>,
+        options: &AttentionOptions,
+        layer: usize,
+    ) -> Result<Tensor<B, 4>, ParallelError> {
+        let call = RingCall { layer, ..self.call };
+        Ok(ring_attention(q, k, v, bias, options, self.ring, call)?.output)
+    }
 }

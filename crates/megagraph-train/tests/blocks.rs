@@ -173,8 +173,10 @@ fn prefetched_rows_equal_rows_built_on_demand() {
 #[test]
 fn training_with_and_without_prefetching_gives_the_same_losses() {
     let losses = |prefetch_batches, mesh| {
-        let mut config = TrainConfig::default();
-        config.mesh = mesh;
+        let mut config = TrainConfig {
+            mesh,
+            ..TrainConfig::default()
+        };
         config.synthetic.nodes = 240;
         config.data.seq_len = 40;
         config.data.prefetch_batches = prefetch_batches;
