@@ -23,6 +23,7 @@ mod batch;
 pub mod encoders;
 mod layer;
 mod loss;
+mod materialize;
 mod model;
 mod preset;
 
@@ -32,6 +33,7 @@ pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};
 pub use loss::masked_cross_entropy;
+pub use materialize::materialize;
 pub use model::{GraphTransformer, GraphTransformerConfig};
 pub use preset::ModelPreset;
 

@@ -6,12 +6,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, Optimizer};
-use burn::tensor::Tensor;
+use burn::module::Module;
 use burn::tensor::backend::AutodiffBackend;
-use megagraph_models::GraphTransformer;
+use megagraph_models::{GraphTransformer, materialize};
 
 use crate::context::ContextParallelBackend;
 use crate::data::{BatchSource, padded_len, shard_sequences};
@@ -243,7 +242,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
             .unwrap_or_else(|| devices[0].clone());
         // materialize lazily initialized parameters here, once: a clone of an uninitialized
         // parameter would be initialized again (differently) by every rank
-        materialize(&model);
+        let model = materialize(model);
         let stages = StageModule::split(model, &config)?;
         let stage_lengths: Vec<usize> = stages
             .iter()
@@ -633,17 +632,6 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
             None => Ok(got),
         }
     }
-}
-
-/// Initializes every lazily initialized parameter of `module` in place.
-fn materialize<B: burn::tensor::backend::Backend, M: Module<B>>(module: &M) {
-    struct Touch;
-    impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            let _ = param.val();
-        }
-    }
-    module.visit(&mut Touch);
 }
 
 /// The more informative of two failures: a root cause over a consequence, else the first.

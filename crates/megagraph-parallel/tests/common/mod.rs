@@ -79,15 +79,7 @@ pub fn model_config(layers: usize) -> GraphTransformerConfig {
 pub fn model(layers: usize, seed: u64) -> GraphTransformer<Inner> {
     let device = Default::default();
     Inner::seed(&device, seed);
-    let model: GraphTransformer<Inner> = model_config(layers).init(&device);
-    struct Touch;
-    impl<Bk: Backend> ModuleVisitor<Bk> for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Bk, D>>) {
-            let _ = param.val();
-        }
-    }
-    model.visit(&mut Touch);
-    model
+    megagraph_models::materialize(model_config(layers).init(&device))
 }
 
 /// One synthetic sequence.

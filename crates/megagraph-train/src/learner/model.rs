@@ -1,10 +1,9 @@
 //! [`NodeClassifier`]: a [`GraphTransformer`] as a burn-train model.
 
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::Tensor;
+use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy, materialize};
 
 use super::{ScoredBatch, SequenceBatch};
 
@@ -31,15 +30,7 @@ impl<B: Backend> NodeClassifier<B> {
     /// lazily at first use), so every clone of it — the learner's, a mesh's — holds the same
     /// values.
     pub fn init(config: &GraphTransformerConfig, device: &B::Device) -> Self {
-        struct Materialize;
-        impl<B: Backend> ModuleVisitor<B> for Materialize {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-                let _ = param.val();
-            }
-        }
-        let model = Self::new(config.init(device));
-        model.visit(&mut Materialize);
-        model
+        Self::new(materialize(config.init(device)))
     }
 
     /// The Graph Transformer.
