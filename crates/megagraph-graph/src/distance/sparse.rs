@@ -3,10 +3,10 @@
 
 use std::ops::Range;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{
-    BfsBudget, DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence,
+    Bfs, BfsBudget, DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence,
 };
 use crate::error::GraphError;
 use crate::graph::Graph;
@@ -31,22 +31,11 @@ use crate::graph::Graph;
 ///
 /// Deserializing checks every invariant above (a malformed file is an error, never a panic
 /// later).
+// `remote = "Self"`: the derives write inherent `serialize`/`deserialize` functions; the trait
+// impls below call them, and deserializing goes through `checked`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "SparseParts")]
+#[serde(remote = "Self")]
 pub struct SparseDistanceIndex {
-    first_row: usize,
-    seq_len: usize,
-    max_distance: u8,
-    row_offsets: Vec<u64>,
-    columns: Vec<u32>,
-    buckets: Vec<u8>,
-    #[serde(default)]
-    truncated_rows: usize,
-}
-
-/// The serialized fields of a [`SparseDistanceIndex`], validated before use.
-#[derive(Deserialize)]
-struct SparseParts {
     first_row: usize,
     seq_len: usize,
     max_distance: u8,
@@ -87,14 +76,8 @@ impl SparseDistanceIndex {
         max_distance: u8,
         scope: DistanceScope,
     ) -> Result<Self, GraphError> {
-        Self::with_workspace(
-            graph,
-            nodes,
-            rows,
-            max_distance,
-            scope,
-            &mut DistanceWorkspace::new(graph.num_nodes()),
-        )
+        let mut ws = DistanceWorkspace::new(graph.num_nodes());
+        Self::with_workspace(graph, nodes, rows, max_distance, scope, &mut ws)
     }
 
     /// [`SparseDistanceIndex::new`] reusing `ws`, which must have been created for a graph with
@@ -111,15 +94,7 @@ impl SparseDistanceIndex {
         scope: DistanceScope,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
-        Self::with_workspace_budget(
-            graph,
-            nodes,
-            rows,
-            max_distance,
-            scope,
-            BfsBudget::EXACT,
-            ws,
-        )
+        Self::build(graph, nodes, rows, Bfs::exact(max_distance, scope)?, ws)
     }
 
     /// [`SparseDistanceIndex::with_workspace`] with a cap on the BFS work per source: with a
@@ -138,9 +113,21 @@ impl SparseDistanceIndex {
         budget: BfsBudget,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
+        let bfs = Bfs::new(max_distance, scope, budget)?;
+        Self::build(graph, nodes, rows, bfs, ws)
+    }
+
+    /// The rows `rows` (global) of the index of the sequence `nodes`, a `bfs` from each.
+    pub(super) fn build(
+        graph: &Graph,
+        nodes: &[u32],
+        rows: Range<usize>,
+        bfs: Bfs,
+        ws: &mut DistanceWorkspace,
+    ) -> Result<Self, GraphError> {
         let s = nodes.len();
         check_rows(&rows, s)?;
-        prepare_sequence(graph, nodes, max_distance, ws)?;
+        prepare_sequence(graph, nodes, ws)?;
         let mut row_offsets = Vec::with_capacity(rows.len() + 1);
         row_offsets.push(0u64);
         let mut columns = Vec::with_capacity(rows.len());
@@ -150,21 +137,10 @@ impl SparseDistanceIndex {
         for i in rows.clone() {
             entries.clear();
             entries.push((i as u32, 0));
-            if max_distance > 0 && s > 1 {
-                let truncated = bfs_visit(
-                    graph,
-                    nodes[i],
-                    max_distance,
-                    scope,
-                    budget,
-                    ws,
-                    s - 1,
-                    |p, depth| {
-                        entries.push((p as u32, depth));
-                    },
-                );
-                truncated_rows += usize::from(truncated);
-            }
+            let truncated = bfs_visit(graph, nodes[i], bfs, ws, s - 1, |p, depth| {
+                entries.push((p as u32, depth));
+            });
+            truncated_rows += usize::from(truncated);
             entries.sort_unstable_by_key(|&(p, _)| p);
             columns.extend(entries.iter().map(|&(p, _)| p));
             buckets.extend(entries.iter().map(|&(_, b)| b));
@@ -176,7 +152,7 @@ impl SparseDistanceIndex {
         Ok(Self {
             first_row: rows.start,
             seq_len: s,
-            max_distance,
+            max_distance: bfs.max_distance,
             row_offsets,
             columns,
             buckets,
@@ -424,10 +400,29 @@ impl SparseDistanceIndex {
     }
 }
 
-impl TryFrom<SparseParts> for SparseDistanceIndex {
-    type Error = GraphError;
+impl Serialize for SparseDistanceIndex {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        SparseDistanceIndex::serialize(self, serializer)
+    }
+}
 
-    fn try_from(p: SparseParts) -> Result<Self, GraphError> {
+impl<'de> Deserialize<'de> for SparseDistanceIndex {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        SparseDistanceIndex::deserialize(deserializer)?
+            .checked()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl SparseDistanceIndex {
+    /// The index as read, if every invariant of the type holds (`truncated_rows` is clamped to
+    /// the row count).
+    ///
+    /// # Errors
+    /// [`GraphError::MaxDistanceTooLarge`], [`GraphError::RowRangeOutOfBounds`], or
+    /// [`GraphError::InvalidConfig`] naming the malformed field.
+    fn checked(mut self) -> Result<Self, GraphError> {
+        let p = &self;
         let bad = |field: &'static str, value: String, reason: &'static str| {
             Err(GraphError::InvalidConfig {
                 field,
@@ -480,15 +475,8 @@ impl TryFrom<SparseParts> for SparseDistanceIndex {
                 "stored buckets must be at most max_distance",
             );
         }
-        Ok(Self {
-            first_row: p.first_row,
-            seq_len: p.seq_len,
-            max_distance: p.max_distance,
-            row_offsets: p.row_offsets,
-            columns: p.columns,
-            buckets: p.buckets,
-            truncated_rows: p.truncated_rows.min(rows),
-        })
+        self.truncated_rows = self.truncated_rows.min(rows);
+        Ok(self)
     }
 }
 

@@ -49,7 +49,12 @@ impl Balance {
 /// multilevel when `coarsen` (and worthwhile). Returns the side of every node, and whether
 /// coarsening paid off (if it did not, deeper levels skip it). Exact bounds hold on return when
 /// all node weights are 1.
-pub(super) fn bisect(g: &WeightedGraph, balance: Balance, coarsen: bool, seed: u64) -> (Vec<u8>, bool) {
+pub(super) fn bisect(
+    g: &WeightedGraph,
+    balance: Balance,
+    coarsen: bool,
+    seed: u64,
+) -> (Vec<u8>, bool) {
     let n = g.len();
     if balance.hi == 0 {
         return (vec![1; n], coarsen);
