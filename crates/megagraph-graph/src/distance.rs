@@ -299,7 +299,10 @@ fn build_parallel<I: Sync, T: Send>(
 ) -> Result<Vec<T>, GraphError> {
     let results: Vec<Result<T, GraphError>> = items
         .par_iter()
-        .map_init(|| DistanceWorkspace::new(graph.num_nodes()), |ws, item| build(item, ws))
+        .map_init(
+            || DistanceWorkspace::new(graph.num_nodes()),
+            |ws, item| build(item, ws),
+        )
         .collect();
     results.into_iter().collect()
 }

@@ -24,9 +24,9 @@ mod bisect;
 mod coarsen;
 mod refine;
 mod splitter;
-mod weighted;
 #[cfg(test)]
 mod tests;
+mod weighted;
 
 use crate::graph::{Graph, GraphOptions, SelfLoops};
 use splitter::Splitter;
