@@ -370,21 +370,8 @@ fn parse_dataset(
         },
     );
     let (graph, features, labels, split) = (graph?, features?, labels?, split?);
-    // Labels are within [-1, i32::MAX] (checked while parsing), so `m + 1` cannot overflow.
-    let num_classes = labels
-        .iter()
-        .copied()
-        .max()
-        .map_or(0, |m| (m + 1).max(0) as usize);
     check_split(&s.train.path, &split, &labels);
-    Ok(Dataset {
-        name,
-        graph: graph.into(),
-        features,
-        labels,
-        num_classes,
-        split,
-    })
+    Ok(Dataset::from_labels(name, graph, features, labels, split))
 }
 
 fn read_meta(path: &Path) -> Result<Meta, LoadError> {
