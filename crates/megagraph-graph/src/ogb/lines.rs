@@ -507,14 +507,17 @@ fn fast_f32(f: &[u8]) -> Option<f32> {
     Some(if negative { -value } else { value })
 }
 
-/// Parses a line that must hold exactly one node id `< num_nodes`.
-pub(crate) fn parse_node_line(
-    path: &Path,
-    line: &[u8],
-    number: u64,
-    num_nodes: usize,
-) -> Result<u32, LoadError> {
-    let fields = line.iter().filter(|&&b| b == b',').count() + 1;
+/// Number of comma-separated fields of a line.
+pub(crate) fn field_count(line: &[u8]) -> usize {
+    line.iter().filter(|&&b| b == b',').count() + 1
+}
+
+/// Checks that line `number` of `path` holds exactly one field.
+///
+/// # Errors
+/// [`LoadError::FieldCount`] otherwise.
+pub(crate) fn expect_one_field(path: &Path, line: &[u8], number: u64) -> Result<(), LoadError> {
+    let fields = field_count(line);
     if fields != 1 {
         return Err(LoadError::FieldCount {
             path: path.to_path_buf(),
@@ -523,6 +526,17 @@ pub(crate) fn parse_node_line(
             found: fields,
         });
     }
+    Ok(())
+}
+
+/// Parses a line that must hold exactly one node id `< num_nodes`.
+pub(crate) fn parse_node_line(
+    path: &Path,
+    line: &[u8],
+    number: u64,
+    num_nodes: usize,
+) -> Result<u32, LoadError> {
+    expect_one_field(path, line, number)?;
     parse_node_field(path, line, number, 1, num_nodes)
 }
 
