@@ -4,6 +4,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+use std::ops::Range;
 
 /// Plain full BFS over an adjacency restricted to `allowed`.
 fn reference(graph: &Graph, nodes: &[u32], max: u8, scope: DistanceScope) -> Vec<u8> {
@@ -44,12 +45,7 @@ fn reference(graph: &Graph, nodes: &[u32], max: u8, scope: DistanceScope) -> Vec
 }
 
 /// A graph of `n` nodes and `m` random arcs (self-loops kept).
-pub(super) fn random_graph(
-    rng: &mut ChaCha8Rng,
-    n: usize,
-    m: usize,
-    symmetrize: bool,
-) -> Graph {
+pub(super) fn random_graph(rng: &mut ChaCha8Rng, n: usize, m: usize, symmetrize: bool) -> Graph {
     let edges: Vec<(u32, u32)> = (0..m)
         .map(|_| (rng.random_range(0..n as u32), rng.random_range(0..n as u32)))
         .collect();
@@ -106,6 +102,15 @@ fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
         for max in [1u8, 2, 3, 5] {
             for scope in [DistanceScope::Graph, DistanceScope::Induced] {
                 let exact = reference(&g, nodes, max, scope);
+                let build_dense = |budget, ws: &mut DistanceWorkspace| {
+                    DistanceIndex::with_workspace_budget(&g, nodes, max, scope, budget, ws).unwrap()
+                };
+                let build_sparse = |rows: Range<usize>, budget, ws: &mut DistanceWorkspace| {
+                    SparseDistanceIndex::with_workspace_budget(
+                        &g, nodes, rows, max, scope, budget, ws,
+                    )
+                    .unwrap()
+                };
                 // (a) No cap, or one no BFS can reach, gives the exact BFS.
                 for budget in [
                     BfsBudget::EXACT,
@@ -113,21 +118,9 @@ fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
                         max_arcs_per_source: Some(g.num_edges()),
                     },
                 ] {
-                    let dense = DistanceIndex::with_workspace_budget(
-                        &g, nodes, max, scope, budget, &mut ws,
-                    )
-                    .unwrap();
+                    let dense = build_dense(budget, &mut ws);
                     assert_eq!(dense.as_bytes(), &exact[..], "trial {trial} {budget:?}");
-                    let sparse = SparseDistanceIndex::with_workspace_budget(
-                        &g,
-                        nodes,
-                        0..s,
-                        max,
-                        scope,
-                        budget,
-                        &mut ws,
-                    )
-                    .unwrap();
+                    let sparse = build_sparse(0..s, budget, &mut ws);
                     assert_eq!(sparse.truncated_rows(), 0);
                     assert_eq!(sparse.to_dense_rows(), exact);
                 }
@@ -137,33 +130,12 @@ fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
                     let budget = BfsBudget {
                         max_arcs_per_source: Some(cap),
                     };
-                    let dense = DistanceIndex::with_workspace_budget(
-                        &g, nodes, max, scope, budget, &mut ws,
-                    )
-                    .unwrap();
-                    let sparse = SparseDistanceIndex::with_workspace_budget(
-                        &g,
-                        nodes,
-                        0..s,
-                        max,
-                        scope,
-                        budget,
-                        &mut ws,
-                    )
-                    .unwrap();
+                    let dense = build_dense(budget, &mut ws);
+                    let sparse = build_sparse(0..s, budget, &mut ws);
                     assert_eq!(sparse.to_dense_rows(), dense.as_bytes());
                     truncated_seen += sparse.truncated_rows();
                     for i in 0..s {
-                        let row = SparseDistanceIndex::with_workspace_budget(
-                            &g,
-                            nodes,
-                            i..i + 1,
-                            max,
-                            scope,
-                            budget,
-                            &mut ws,
-                        )
-                        .unwrap();
+                        let row = build_sparse(i..i + 1, budget, &mut ws);
                         let exact_row = &exact[i * s..(i + 1) * s];
                         if row.truncated_rows() == 0 {
                             assert_eq!(dense.row(i), exact_row, "trial {trial} row {i}");
@@ -275,11 +247,10 @@ fn progress_ticks_once_per_sequence() {
     let graph = Graph::from_edges(100, &edges, &GraphOptions::default()).unwrap();
     let sequences: Vec<Vec<u32>> = (0..10).map(|s| (s * 10..s * 10 + 10).collect()).collect();
     let ticks = AtomicUsize::new(0);
-    let with =
-        distance_indexes_with_progress(&graph, &sequences, 3, DistanceScope::Graph, &|n| {
-            ticks.fetch_add(n, Ordering::Relaxed);
-        })
-        .unwrap();
+    let with = distance_indexes_with_progress(&graph, &sequences, 3, DistanceScope::Graph, &|n| {
+        ticks.fetch_add(n, Ordering::Relaxed);
+    })
+    .unwrap();
     assert_eq!(ticks.into_inner(), 10);
     let without = distance_indexes(&graph, &sequences, 3, DistanceScope::Graph).unwrap();
     assert_eq!(with, without);

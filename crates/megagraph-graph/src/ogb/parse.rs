@@ -178,14 +178,7 @@ fn read_features(src: &SourceFile, num_nodes: usize) -> Result<NodeFeatures, Loa
     })?;
     blanks.check(path)?;
     let rows = blanks.content_lines();
-    if rows != num_nodes as u64 {
-        return Err(LoadError::CountMismatch {
-            path: path.clone(),
-            what: "feature rows (one per node)",
-            expected: num_nodes as u64,
-            found: rows,
-        });
-    }
+    expect_row_per_node(path, "feature rows (one per node)", rows, num_nodes)?;
     Ok(NodeFeatures {
         num_nodes,
         dim: dim.unwrap_or(0),
@@ -261,15 +254,29 @@ fn read_labels(src: &SourceFile, num_nodes: usize) -> Result<Vec<i64>, LoadError
         out.push(label);
         Ok(())
     })?;
+    expect_row_per_node(path, "label rows (one per node)", rows, num_nodes)?;
+    Ok(labels)
+}
+
+/// Checks that `path` has `rows == num_nodes` rows of `what`.
+///
+/// # Errors
+/// [`LoadError::CountMismatch`] otherwise.
+fn expect_row_per_node(
+    path: &Path,
+    what: &'static str,
+    rows: u64,
+    num_nodes: usize,
+) -> Result<(), LoadError> {
     if rows != num_nodes as u64 {
         return Err(LoadError::CountMismatch {
-            path: path.clone(),
-            what: "label rows (one per node)",
+            path: path.to_path_buf(),
+            what,
             expected: num_nodes as u64,
             found: rows,
         });
     }
-    Ok(labels)
+    Ok(())
 }
 
 fn read_split(src: &SourceFile, num_nodes: usize) -> Result<Vec<u32>, LoadError> {

@@ -91,8 +91,8 @@ fn empty_ranges_and_sequences() {
     let g = Graph::from_edges(4, &[(0, 1), (1, 2)], &GraphOptions::default()).unwrap();
     let nodes = [0, 2, 3];
     for start in 0..=3 {
-        let idx = SparseDistanceIndex::new(&g, &nodes, start..start, 4, DistanceScope::Graph)
-            .unwrap();
+        let idx =
+            SparseDistanceIndex::new(&g, &nodes, start..start, 4, DistanceScope::Graph).unwrap();
         assert!(idx.is_empty());
         assert_eq!((idx.nnz(), idx.first_row(), idx.seq_len()), (0, start, 3));
         assert_eq!(idx.row_offsets(), &[0]);
