@@ -13,6 +13,7 @@
 //! Each file may be gzip-compressed (`.gz`, preferred when both exist) or plain.
 
 mod cache;
+mod fields;
 mod lines;
 mod parse;
 mod sources;

@@ -6,10 +6,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::fields::{
+    expect_one_field, field_count, parse_f32, parse_i64, parse_node_field, parse_node_line,
+    parse_u64, show,
+};
 use super::lines::{
-    self, BlankLines, SourceFile, expect_one_field, field_count, parse_block, parse_f32,
-    parse_file, parse_file_with_progress, parse_i64, parse_node_field, parse_node_line, parse_u64,
-    show,
+    self, BlankLines, SourceFile, parse_block, parse_file, parse_file_with_progress,
 };
 use super::sources::Sources;
 use crate::dataset::{Dataset, NodeFeatures, Split};
