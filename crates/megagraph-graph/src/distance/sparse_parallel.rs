@@ -181,7 +181,7 @@ fn parallel_index(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distance::tests::random_graph;
+    use crate::distance::tests::{chunked_case, random_graph};
     use crate::graph::GraphOptions;
     use rand::SeedableRng;
     use rand::seq::SliceRandom;
@@ -191,10 +191,7 @@ mod tests {
     #[test]
     fn many_sequences_match_single_builds() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
-        let g = random_graph(&mut rng, 300, 900, true);
-        let mut all: Vec<u32> = (0..300).collect();
-        all.shuffle(&mut rng);
-        let seqs: Vec<Vec<u32>> = all.chunks(37).map(<[u32]>::to_vec).collect();
+        let (g, seqs) = chunked_case(&mut rng);
         for rows in [None, Some(10..30), Some(30..40)] {
             let ticks = AtomicUsize::new(0);
             let many = sparse_distance_indexes_with_progress(

@@ -56,17 +56,37 @@ pub(super) fn random_graph(rng: &mut ChaCha8Rng, n: usize, m: usize, symmetrize:
     Graph::from_edges(n, &edges, &options).unwrap()
 }
 
+/// A random graph of `n` nodes, `n` drawn from `nodes`, with fewer than `arcs_per_node * n`
+/// random arcs, and a random sequence of 1 to `n` of its nodes: `(graph, sequence)`.
+pub(super) fn random_case(
+    rng: &mut ChaCha8Rng,
+    nodes: Range<usize>,
+    arcs_per_node: usize,
+    symmetrize: bool,
+) -> (Graph, Vec<u32>) {
+    let n = rng.random_range(nodes);
+    let m = rng.random_range(0..arcs_per_node * n);
+    let g = random_graph(rng, n, m, symmetrize);
+    let mut all: Vec<u32> = (0..n as u32).collect();
+    all.shuffle(rng);
+    all.truncate(rng.random_range(1..=n));
+    (g, all)
+}
+
+/// A random 300-node graph and its nodes, shuffled, in sequences of 37.
+pub(super) fn chunked_case(rng: &mut ChaCha8Rng) -> (Graph, Vec<Vec<u32>>) {
+    let g = random_graph(rng, 300, 900, true);
+    let mut all: Vec<u32> = (0..300).collect();
+    all.shuffle(rng);
+    (g, all.chunks(37).map(<[u32]>::to_vec).collect())
+}
+
 #[test]
 fn matches_reference_bfs_on_random_graphs() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     for trial in 0..60 {
-        let n = rng.random_range(1..60);
-        let m = rng.random_range(0..3 * n);
-        let g = random_graph(&mut rng, n, m, trial % 2 == 0);
-        let mut all: Vec<u32> = (0..n as u32).collect();
-        all.shuffle(&mut rng);
-        let s = rng.random_range(1..=n);
-        let nodes = &all[..s];
+        let (g, nodes) = random_case(&mut rng, 1..60, 3, trial % 2 == 0);
+        let (nodes, s) = (&nodes[..], nodes.len());
         for max in [0u8, 1, 2, 3, 5, 254] {
             for scope in [DistanceScope::Graph, DistanceScope::Induced] {
                 let idx = DistanceIndex::new(&g, nodes, max, scope).unwrap();
@@ -91,14 +111,9 @@ fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
     let mut rng = ChaCha8Rng::seed_from_u64(31);
     let mut truncated_seen = 0usize;
     for trial in 0..50 {
-        let n = rng.random_range(2..70);
-        let m = rng.random_range(0..4 * n);
-        let g = random_graph(&mut rng, n, m, trial % 2 == 0);
-        let mut all: Vec<u32> = (0..n as u32).collect();
-        all.shuffle(&mut rng);
-        let s = rng.random_range(1..=n);
-        let nodes = &all[..s];
-        let mut ws = DistanceWorkspace::new(n);
+        let (g, nodes) = random_case(&mut rng, 2..70, 4, trial % 2 == 0);
+        let (nodes, s) = (&nodes[..], nodes.len());
+        let mut ws = DistanceWorkspace::new(g.num_nodes());
         for max in [1u8, 2, 3, 5] {
             for scope in [DistanceScope::Graph, DistanceScope::Induced] {
                 let exact = reference(&g, nodes, max, scope);
@@ -226,10 +241,7 @@ fn bad_inputs_are_errors() {
 #[test]
 fn parallel_matches_single() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let g = random_graph(&mut rng, 300, 900, true);
-    let mut all: Vec<u32> = (0..300).collect();
-    all.shuffle(&mut rng);
-    let seqs: Vec<Vec<u32>> = all.chunks(37).map(<[u32]>::to_vec).collect();
+    let (g, seqs) = chunked_case(&mut rng);
     let many = distance_indexes(&g, &seqs, 3, DistanceScope::Graph).unwrap();
     assert_eq!(many.len(), seqs.len());
     for (idx, seq) in many.iter().zip(&seqs) {

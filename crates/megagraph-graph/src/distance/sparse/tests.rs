@@ -1,7 +1,6 @@
 use super::*;
-use crate::distance::tests::random_graph;
+use crate::distance::tests::{random_case, random_graph};
 use crate::graph::GraphOptions;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -18,14 +17,9 @@ fn random_range(rng: &mut ChaCha8Rng, len: usize) -> Range<usize> {
 fn matches_dense_on_random_graphs_rows_and_tiles() {
     let mut rng = ChaCha8Rng::seed_from_u64(23);
     for trial in 0..60 {
-        let n = rng.random_range(1..60);
-        let m = rng.random_range(0..3 * n);
-        let g = random_graph(&mut rng, n, m, trial % 2 == 0);
-        let mut all: Vec<u32> = (0..n as u32).collect();
-        all.shuffle(&mut rng);
-        let s = rng.random_range(1..=n);
-        let nodes = &all[..s];
-        let mut ws = DistanceWorkspace::new(n);
+        let (g, nodes) = random_case(&mut rng, 1..60, 3, trial % 2 == 0);
+        let (nodes, s) = (&nodes[..], nodes.len());
+        let mut ws = DistanceWorkspace::new(g.num_nodes());
         for max in MAXES {
             for scope in SCOPES {
                 let dense = DistanceIndex::new(&g, nodes, max, scope).unwrap();
