@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::{
     Bfs, BfsBudget, DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence,
@@ -31,11 +31,22 @@ use crate::graph::Graph;
 ///
 /// Deserializing checks every invariant above (a malformed file is an error, never a panic
 /// later).
-// `remote = "Self"`: the derives write inherent `serialize`/`deserialize` functions; the trait
-// impls below call them, and deserializing goes through `checked`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
+#[serde(try_from = "SparseParts")]
 pub struct SparseDistanceIndex {
+    first_row: usize,
+    seq_len: usize,
+    max_distance: u8,
+    row_offsets: Vec<u64>,
+    columns: Vec<u32>,
+    buckets: Vec<u8>,
+    #[serde(default)]
+    truncated_rows: usize,
+}
+
+/// The serialized fields of a [`SparseDistanceIndex`], validated before use.
+#[derive(Deserialize)]
+struct SparseParts {
     first_row: usize,
     seq_len: usize,
     max_distance: u8,
@@ -400,29 +411,10 @@ impl SparseDistanceIndex {
     }
 }
 
-impl Serialize for SparseDistanceIndex {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        SparseDistanceIndex::serialize(self, serializer)
-    }
-}
+impl TryFrom<SparseParts> for SparseDistanceIndex {
+    type Error = GraphError;
 
-impl<'de> Deserialize<'de> for SparseDistanceIndex {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        SparseDistanceIndex::deserialize(deserializer)?
-            .checked()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl SparseDistanceIndex {
-    /// The index as read, if every invariant of the type holds (`truncated_rows` is clamped to
-    /// the row count).
-    ///
-    /// # Errors
-    /// [`GraphError::MaxDistanceTooLarge`], [`GraphError::RowRangeOutOfBounds`], or
-    /// [`GraphError::InvalidConfig`] naming the malformed field.
-    fn checked(mut self) -> Result<Self, GraphError> {
-        let p = &self;
+    fn try_from(p: SparseParts) -> Result<Self, GraphError> {
         let bad = |field: &'static str, value: String, reason: &'static str| {
             Err(GraphError::InvalidConfig {
                 field,
@@ -475,8 +467,15 @@ impl SparseDistanceIndex {
                 "stored buckets must be at most max_distance",
             );
         }
-        self.truncated_rows = self.truncated_rows.min(rows);
-        Ok(self)
+        Ok(Self {
+            first_row: p.first_row,
+            seq_len: p.seq_len,
+            max_distance: p.max_distance,
+            row_offsets: p.row_offsets,
+            columns: p.columns,
+            buckets: p.buckets,
+            truncated_rows: p.truncated_rows.min(rows),
+        })
     }
 }
 
