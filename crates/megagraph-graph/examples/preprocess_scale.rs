@@ -24,6 +24,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -306,10 +307,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     };
     let s = nodes.len();
-    let rows = 0..args.rows.unwrap_or(s).min(s);
-    let index = phase(
-        &format!("sparse index, 1st batch, rows {}..{}", rows.start, rows.end),
-        || {
+    // One timed phase: the rows `rows` of the sparse index of the sequence, with `budget`.
+    let index_phase = |name: &str, rows: Range<usize>, budget: BfsBudget| {
+        phase(name, || {
             let start = Instant::now();
             let index = sparse_distance_index_parallel_budgeted(
                 graph,
@@ -317,16 +317,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 rows.clone(),
                 args.max_distance,
                 DistanceScope::Graph,
-                args.budget,
+                budget,
                 &|_| {},
             );
             let rate = format!(
-                "{:.0} rows/s",
+                "{:.1} rows/s",
                 rows.len() as f64 / start.elapsed().as_secs_f64()
             );
             (index, rate)
-        },
-    )?;
+        })
+    };
+    let rows = 0..args.rows.unwrap_or(s).min(s);
+    let name = format!("sparse index, 1st batch, rows {}..{}", rows.start, rows.end);
+    let index = index_phase(&name, rows.clone(), args.budget)?;
     println!(
         "  S {s}, nnz {} ({:.1} per row), {:.1} MiB sparse vs {:.0} MiB dense, {} rows hit \
          the BFS budget",
@@ -338,23 +341,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     if args.compare_exact > 0 {
         let sample = 0..args.compare_exact.min(s);
-        let exact = phase(&format!("exact index, rows 0..{}", sample.end), || {
-            let start = Instant::now();
-            let index = sparse_distance_index_parallel_budgeted(
-                graph,
-                &nodes,
-                sample.clone(),
-                args.max_distance,
-                DistanceScope::Graph,
-                BfsBudget::EXACT,
-                &|_| {},
-            );
-            let rate = format!(
-                "{:.1} rows/s",
-                sample.len() as f64 / start.elapsed().as_secs_f64()
-            );
-            (index, rate)
-        })?;
+        let name = format!("exact index, rows 0..{}", sample.end);
+        let exact = index_phase(&name, sample.clone(), BfsBudget::EXACT)?;
         let buckets = usize::from(args.max_distance) + 1;
         let (mut kept, mut all) = (vec![0u64; buckets], vec![0u64; buckets]);
         for i in sample.clone() {
@@ -384,26 +372,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         for r in 0..args.ranks {
             let block =
                 (rows.start + r * per).min(rows.end)..(rows.start + (r + 1) * per).min(rows.end);
-            let part = phase(
-                &format!("  rank {r}: rows {}..{}", block.start, block.end),
-                || {
-                    let start = Instant::now();
-                    let part = sparse_distance_index_parallel_budgeted(
-                        graph,
-                        &nodes,
-                        block.clone(),
-                        args.max_distance,
-                        DistanceScope::Graph,
-                        args.budget,
-                        &|_| {},
-                    );
-                    let rate = format!(
-                        "{:.0} rows/s",
-                        block.len() as f64 / start.elapsed().as_secs_f64()
-                    );
-                    (part, rate)
-                },
-            )?;
+            let name = format!("  rank {r}: rows {}..{}", block.start, block.end);
+            let part = index_phase(&name, block.clone(), args.budget)?;
             let whole = index.row_offsets();
             let (a, b) = (block.start - rows.start, block.end - rows.start);
             let expected = (whole[b] - whole[a]) as usize;

@@ -56,6 +56,30 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// A dataset of `graph` whose `num_classes` is the largest label + 1 (0 when no node is
+    /// labelled).
+    pub(crate) fn from_labels(
+        name: String,
+        graph: Graph,
+        features: Option<NodeFeatures>,
+        labels: Vec<i64>,
+        split: Split,
+    ) -> Dataset {
+        let num_classes = labels
+            .iter()
+            .copied()
+            .max()
+            .map_or(0, |m| m.saturating_add(1).max(0) as usize);
+        Dataset {
+            name,
+            graph: Arc::new(graph),
+            features,
+            labels,
+            num_classes,
+            split,
+        }
+    }
+
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
         self.graph.num_nodes()

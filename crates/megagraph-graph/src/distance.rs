@@ -4,14 +4,19 @@
 //! sequence. [`DistanceIndex`] stores exactly that, one byte per pair (`[S, S]`), never
 //! `S * S * H` floats; the model maps buckets to per-head biases itself.
 
+mod bfs;
 mod sparse;
 mod sparse_parallel;
+#[cfg(test)]
+mod tests;
+mod workspace;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::GraphError;
 use crate::graph::Graph;
+use bfs::{Bfs, bfs_visit, prepare_sequence};
 
 pub use sparse::SparseDistanceIndex;
 pub use sparse_parallel::{
@@ -19,6 +24,7 @@ pub use sparse_parallel::{
     sparse_distance_indexes, sparse_distance_indexes_budgeted,
     sparse_distance_indexes_with_progress,
 };
+pub use workspace::DistanceWorkspace;
 
 /// The largest allowed `max_distance` (255 is reserved for "farther or unreachable").
 pub const MAX_DISTANCE_LIMIT: u8 = 254;
@@ -77,63 +83,6 @@ pub enum DistanceScope {
     Induced,
 }
 
-/// Reusable scratch memory for distance computations on one graph: per-node stamp arrays, so a
-/// BFS costs `O(visited)` rather than `O(N)`. One per thread.
-#[derive(Debug, Clone)]
-pub struct DistanceWorkspace {
-    /// `visit_stamp[v] == stamp` marks `v` visited in the current BFS.
-    visit_stamp: Vec<u32>,
-    stamp: u32,
-    /// `member_stamp[v] == member_round` marks `v` as in the current sequence, at `position[v]`.
-    member_stamp: Vec<u32>,
-    member_round: u32,
-    position: Vec<u32>,
-    frontier: Vec<u32>,
-    next: Vec<u32>,
-    /// `(position, bucket)` pairs of the sparse row being built.
-    row_entries: Vec<(u32, u8)>,
-}
-
-impl DistanceWorkspace {
-    /// Scratch memory for a graph of `num_nodes` nodes (three zeroed `u32` arrays of that
-    /// length; the pages are touched only where a BFS goes).
-    pub fn new(num_nodes: usize) -> Self {
-        Self {
-            visit_stamp: vec![0; num_nodes],
-            stamp: 0,
-            member_stamp: vec![0; num_nodes],
-            member_round: 0,
-            position: vec![0; num_nodes],
-            frontier: Vec::new(),
-            next: Vec::new(),
-            row_entries: Vec::new(),
-        }
-    }
-
-    fn next_stamp(&mut self) -> u32 {
-        if self.stamp == u32::MAX {
-            self.visit_stamp.fill(0);
-            self.stamp = 0;
-        }
-        self.stamp += 1;
-        self.stamp
-    }
-
-    fn next_member_round(&mut self) -> u32 {
-        if self.member_round == u32::MAX {
-            self.member_stamp.fill(0);
-            self.member_round = 0;
-        }
-        self.member_round += 1;
-        self.member_round
-    }
-
-    fn position_of(&self, v: u32) -> Option<usize> {
-        (self.member_stamp[v as usize] == self.member_round)
-            .then(|| self.position[v as usize] as usize)
-    }
-}
-
 /// Shortest-path distances between the nodes of one sequence, `[S, S]` bytes, row-major:
 /// `get(i, j)` is the length of the shortest path from `nodes[i]` to `nodes[j]` following arcs
 /// `src -> dst`, exact for `0..=max_distance`, and `max_distance + 1` for "farther or
@@ -162,13 +111,8 @@ impl DistanceIndex {
         max_distance: u8,
         scope: DistanceScope,
     ) -> Result<Self, GraphError> {
-        Self::with_workspace(
-            graph,
-            nodes,
-            max_distance,
-            scope,
-            &mut DistanceWorkspace::new(graph.num_nodes()),
-        )
+        let mut ws = DistanceWorkspace::new(graph.num_nodes());
+        Self::with_workspace(graph, nodes, max_distance, scope, &mut ws)
     }
 
     /// [`DistanceIndex::new`] reusing `workspace`, which must have been created for a graph
@@ -184,7 +128,7 @@ impl DistanceIndex {
         scope: DistanceScope,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
-        Self::with_workspace_budget(graph, nodes, max_distance, scope, BfsBudget::EXACT, ws)
+        Self::build(graph, nodes, Bfs::exact(max_distance, scope)?, ws)
     }
 
     /// [`DistanceIndex::with_workspace`] with a cap on the BFS work per source: with a finite
@@ -201,32 +145,27 @@ impl DistanceIndex {
         budget: BfsBudget,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
-        prepare_sequence(graph, nodes, max_distance, ws)?;
+        Self::build(graph, nodes, Bfs::new(max_distance, scope, budget)?, ws)
+    }
+
+    /// The index of the sequence `nodes`, a `bfs` from each of them.
+    fn build(
+        graph: &Graph,
+        nodes: &[u32],
+        bfs: Bfs,
+        ws: &mut DistanceWorkspace,
+    ) -> Result<Self, GraphError> {
+        prepare_sequence(graph, nodes, ws)?;
         let s = nodes.len();
-        let far = max_distance + 1;
-        let mut data = vec![far; s * s];
+        let mut data = vec![bfs.far_bucket(); s * s];
         for (i, &source) in nodes.iter().enumerate() {
             let row = &mut data[i * s..(i + 1) * s];
             row[i] = 0;
-            if max_distance == 0 || s == 1 {
-                continue;
-            }
-            bfs_visit(
-                graph,
-                source,
-                max_distance,
-                scope,
-                budget,
-                ws,
-                s - 1,
-                |p, depth| {
-                    row[p] = depth;
-                },
-            );
+            bfs_visit(graph, source, bfs, ws, s - 1, |p, depth| row[p] = depth);
         }
         Ok(Self {
             seq_len: s,
-            max_distance,
+            max_distance: bfs.max_distance,
             data,
         })
     }
@@ -283,126 +222,6 @@ impl DistanceIndex {
     }
 }
 
-/// Checks `max_distance`, the workspace's size and the node list, and registers `nodes` as the
-/// current sequence members of `ws` (at their positions), ready for [`bfs_visit`].
-///
-/// # Errors
-/// [`GraphError::MaxDistanceTooLarge`], [`GraphError::InvalidConfig`] (workspace of another
-/// node count), [`GraphError::NodeOutOfRange`], [`GraphError::DuplicateNode`].
-fn prepare_sequence(
-    graph: &Graph,
-    nodes: &[u32],
-    max_distance: u8,
-    ws: &mut DistanceWorkspace,
-) -> Result<(), GraphError> {
-    if max_distance > MAX_DISTANCE_LIMIT {
-        return Err(GraphError::MaxDistanceTooLarge { max_distance });
-    }
-    let n = graph.num_nodes();
-    if ws.visit_stamp.len() != n {
-        return Err(GraphError::InvalidConfig {
-            field: "workspace",
-            value: ws.visit_stamp.len().to_string(),
-            reason: "a workspace must be created for the graph's node count",
-        });
-    }
-    let round = ws.next_member_round();
-    for (i, &v) in nodes.iter().enumerate() {
-        if v as usize >= n {
-            return Err(GraphError::NodeOutOfRange {
-                node: u64::from(v),
-                num_nodes: n,
-                position: i,
-            });
-        }
-        if ws.member_stamp[v as usize] == round {
-            return Err(GraphError::DuplicateNode {
-                node: v,
-                first: ws.position[v as usize] as usize,
-                second: i,
-            });
-        }
-        ws.member_stamp[v as usize] = round;
-        ws.position[v as usize] = i as u32;
-    }
-    Ok(())
-}
-
-/// BFS from `source` up to depth `max_distance` over the members registered by
-/// [`prepare_sequence`], calling `visit(position, depth)` once for every other member reached
-/// (depth `1..=max_distance`, in nondecreasing depth order; never for `source` itself); stops
-/// once `targets` other members are found, or once `budget` adjacency entries were examined
-/// (see [`BfsBudget`]). Returns whether the budget stopped it. Costs `O(arcs examined)`,
-/// never `O(N)`.
-#[allow(clippy::too_many_arguments)]
-fn bfs_visit(
-    graph: &Graph,
-    source: u32,
-    max_distance: u8,
-    scope: DistanceScope,
-    budget: BfsBudget,
-    ws: &mut DistanceWorkspace,
-    targets: usize,
-    mut visit: impl FnMut(usize, u8),
-) -> bool {
-    let stamp = ws.next_stamp();
-    ws.visit_stamp[source as usize] = stamp;
-    let mut frontier = std::mem::take(&mut ws.frontier);
-    let mut next = std::mem::take(&mut ws.next);
-    frontier.clear();
-    frontier.push(source);
-    let mut found = 0usize;
-    let mut left = budget.max_arcs_per_source.unwrap_or(usize::MAX);
-    let mut truncated = false;
-    'levels: for depth in 1..=max_distance {
-        next.clear();
-        // Nodes first found at the last level are never expanded: only members matter there.
-        let last = depth == max_distance;
-        for &u in &frontier {
-            let all = graph.neighbors(u);
-            let row = if all.len() > left {
-                truncated = true;
-                &all[..left]
-            } else {
-                all
-            };
-            left -= row.len();
-            for &w in row {
-                if ws.visit_stamp[w as usize] == stamp {
-                    continue;
-                }
-                let pos = ws.position_of(w);
-                if pos.is_none() && (last || scope == DistanceScope::Induced) {
-                    continue;
-                }
-                ws.visit_stamp[w as usize] = stamp;
-                if let Some(p) = pos {
-                    visit(p, depth);
-                    found += 1;
-                    if found == targets {
-                        // Every target is found: nothing was lost, whatever the budget.
-                        truncated = false;
-                        break 'levels;
-                    }
-                }
-                if !last {
-                    next.push(w);
-                }
-            }
-            if truncated {
-                break 'levels;
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        std::mem::swap(&mut frontier, &mut next);
-    }
-    ws.frontier = frontier;
-    ws.next = next;
-    truncated
-}
-
 /// Distance indexes of all `sequences`, computed in parallel with rayon (one
 /// [`DistanceWorkspace`] per worker). Output `i` belongs to `sequences[i]`.
 ///
@@ -429,14 +248,8 @@ pub fn distance_indexes_with_progress(
     scope: DistanceScope,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<DistanceIndex>, GraphError> {
-    distance_indexes_budgeted(
-        graph,
-        sequences,
-        max_distance,
-        scope,
-        BfsBudget::EXACT,
-        progress,
-    )
+    let bfs = Bfs::exact(max_distance, scope)?;
+    dense_indexes(graph, sequences, bfs, progress)
 }
 
 /// [`distance_indexes_with_progress`] with a cap on the BFS work per source (see
@@ -453,315 +266,43 @@ pub fn distance_indexes_budgeted(
     budget: BfsBudget,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<DistanceIndex>, GraphError> {
-    if max_distance > MAX_DISTANCE_LIMIT {
-        return Err(GraphError::MaxDistanceTooLarge { max_distance });
-    }
-    sequences
+    let bfs = Bfs::new(max_distance, scope, budget)?;
+    dense_indexes(graph, sequences, bfs, progress)
+}
+
+/// The indexes of all `sequences` under `bfs`, in parallel, calling `progress(1)` after each.
+///
+/// # Errors
+/// The first error (in sequence order) of [`DistanceIndex::build`].
+fn dense_indexes(
+    graph: &Graph,
+    sequences: &[Vec<u32>],
+    bfs: Bfs,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<DistanceIndex>, GraphError> {
+    build_parallel(graph, sequences, |seq, ws| {
+        let index = DistanceIndex::build(graph, seq, bfs, ws);
+        progress(1);
+        index
+    })
+}
+
+/// `build(item, workspace)` for every item of `items`, in parallel with rayon (one
+/// [`DistanceWorkspace`] per worker). Output `i` belongs to `items[i]`.
+///
+/// # Errors
+/// The first error of `build` in item order.
+fn build_parallel<I: Sync, T: Send>(
+    graph: &Graph,
+    items: &[I],
+    build: impl Fn(&I, &mut DistanceWorkspace) -> Result<T, GraphError> + Sync + Send,
+) -> Result<Vec<T>, GraphError> {
+    let results: Vec<Result<T, GraphError>> = items
         .par_iter()
         .map_init(
             || DistanceWorkspace::new(graph.num_nodes()),
-            |ws, seq| {
-                let index = DistanceIndex::with_workspace_budget(
-                    graph,
-                    seq,
-                    max_distance,
-                    scope,
-                    budget,
-                    ws,
-                );
-                progress(1);
-                index
-            },
+            |ws, item| build(item, ws),
         )
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::{GraphOptions, SelfLoops};
-    use rand::seq::SliceRandom;
-    use rand::{Rng, SeedableRng};
-    use rand_chacha::ChaCha8Rng;
-    use std::collections::VecDeque;
-
-    /// Plain full BFS over an adjacency restricted to `allowed`.
-    fn reference(graph: &Graph, nodes: &[u32], max: u8, scope: DistanceScope) -> Vec<u8> {
-        let n = graph.num_nodes();
-        let allowed: Vec<bool> = match scope {
-            DistanceScope::Graph => vec![true; n],
-            DistanceScope::Induced => {
-                let mut a = vec![false; n];
-                for &v in nodes {
-                    a[v as usize] = true;
-                }
-                a
-            }
-        };
-        let mut out = Vec::new();
-        for &s in nodes {
-            let mut dist = vec![usize::MAX; n];
-            dist[s as usize] = 0;
-            let mut q = VecDeque::from([s]);
-            while let Some(u) = q.pop_front() {
-                for &w in graph.neighbors(u) {
-                    if allowed[w as usize] && dist[w as usize] == usize::MAX {
-                        dist[w as usize] = dist[u as usize] + 1;
-                        q.push_back(w);
-                    }
-                }
-            }
-            for &t in nodes {
-                let d = dist[t as usize];
-                out.push(if d > usize::from(max) {
-                    max + 1
-                } else {
-                    d as u8
-                });
-            }
-        }
-        out
-    }
-
-    /// A graph of `n` nodes and `m` random arcs (self-loops kept).
-    pub(super) fn random_graph(
-        rng: &mut ChaCha8Rng,
-        n: usize,
-        m: usize,
-        symmetrize: bool,
-    ) -> Graph {
-        let edges: Vec<(u32, u32)> = (0..m)
-            .map(|_| (rng.random_range(0..n as u32), rng.random_range(0..n as u32)))
-            .collect();
-        let options = GraphOptions {
-            symmetrize,
-            self_loops: SelfLoops::Keep,
-        };
-        Graph::from_edges(n, &edges, &options).unwrap()
-    }
-
-    #[test]
-    fn matches_reference_bfs_on_random_graphs() {
-        let mut rng = ChaCha8Rng::seed_from_u64(11);
-        for trial in 0..60 {
-            let n = rng.random_range(1..60);
-            let m = rng.random_range(0..3 * n);
-            let g = random_graph(&mut rng, n, m, trial % 2 == 0);
-            let mut all: Vec<u32> = (0..n as u32).collect();
-            all.shuffle(&mut rng);
-            let s = rng.random_range(1..=n);
-            let nodes = &all[..s];
-            for max in [0u8, 1, 2, 3, 5, 254] {
-                for scope in [DistanceScope::Graph, DistanceScope::Induced] {
-                    let idx = DistanceIndex::new(&g, nodes, max, scope).unwrap();
-                    let expected = reference(&g, nodes, max, scope);
-                    assert_eq!(
-                        idx.as_bytes(),
-                        &expected[..],
-                        "trial {trial} max {max} {scope:?}"
-                    );
-                    assert_eq!(idx.len(), s);
-                    assert_eq!(idx.num_buckets(), usize::from(max) + 2);
-                    for i in 0..s {
-                        assert_eq!(idx.get(i, i), 0);
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
-        let mut rng = ChaCha8Rng::seed_from_u64(31);
-        let mut truncated_seen = 0usize;
-        for trial in 0..50 {
-            let n = rng.random_range(2..70);
-            let m = rng.random_range(0..4 * n);
-            let g = random_graph(&mut rng, n, m, trial % 2 == 0);
-            let mut all: Vec<u32> = (0..n as u32).collect();
-            all.shuffle(&mut rng);
-            let s = rng.random_range(1..=n);
-            let nodes = &all[..s];
-            let mut ws = DistanceWorkspace::new(n);
-            for max in [1u8, 2, 3, 5] {
-                for scope in [DistanceScope::Graph, DistanceScope::Induced] {
-                    let exact = reference(&g, nodes, max, scope);
-                    // (a) No cap, or one no BFS can reach, gives the exact BFS.
-                    for budget in [
-                        BfsBudget::EXACT,
-                        BfsBudget {
-                            max_arcs_per_source: Some(g.num_edges()),
-                        },
-                    ] {
-                        let dense = DistanceIndex::with_workspace_budget(
-                            &g, nodes, max, scope, budget, &mut ws,
-                        )
-                        .unwrap();
-                        assert_eq!(dense.as_bytes(), &exact[..], "trial {trial} {budget:?}");
-                        let sparse = SparseDistanceIndex::with_workspace_budget(
-                            &g,
-                            nodes,
-                            0..s,
-                            max,
-                            scope,
-                            budget,
-                            &mut ws,
-                        )
-                        .unwrap();
-                        assert_eq!(sparse.truncated_rows(), 0);
-                        assert_eq!(sparse.to_dense_rows(), exact);
-                    }
-                    // (b) With a cap: never shorter, stored buckets exact, rows that did not
-                    // hit the cap exact.
-                    for cap in [0usize, 1, 2, 3, 5, 8, 13, 40] {
-                        let budget = BfsBudget {
-                            max_arcs_per_source: Some(cap),
-                        };
-                        let dense = DistanceIndex::with_workspace_budget(
-                            &g, nodes, max, scope, budget, &mut ws,
-                        )
-                        .unwrap();
-                        let sparse = SparseDistanceIndex::with_workspace_budget(
-                            &g,
-                            nodes,
-                            0..s,
-                            max,
-                            scope,
-                            budget,
-                            &mut ws,
-                        )
-                        .unwrap();
-                        assert_eq!(sparse.to_dense_rows(), dense.as_bytes());
-                        truncated_seen += sparse.truncated_rows();
-                        for i in 0..s {
-                            let row = SparseDistanceIndex::with_workspace_budget(
-                                &g,
-                                nodes,
-                                i..i + 1,
-                                max,
-                                scope,
-                                budget,
-                                &mut ws,
-                            )
-                            .unwrap();
-                            let exact_row = &exact[i * s..(i + 1) * s];
-                            if row.truncated_rows() == 0 {
-                                assert_eq!(dense.row(i), exact_row, "trial {trial} row {i}");
-                            }
-                            for (j, (&c, &e)) in dense.row(i).iter().zip(exact_row).enumerate() {
-                                assert!(c >= e, "trial {trial} cap {cap} ({i},{j}): {c} < {e}");
-                                if c <= max {
-                                    assert_eq!(c, e, "trial {trial} cap {cap} ({i},{j})");
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        assert!(
-            truncated_seen > 100,
-            "the caps were hit only {truncated_seen} times"
-        );
-    }
-
-    #[test]
-    fn bfs_budget_default_and_serde() {
-        assert_eq!(
-            BfsBudget::default().max_arcs_per_source,
-            Some(DEFAULT_MAX_ARCS_PER_SOURCE)
-        );
-        let parsed: BfsBudget = serde_json::from_str("{}").unwrap();
-        assert_eq!(parsed, BfsBudget::default());
-        let exact: BfsBudget = serde_json::from_str(r#"{"max_arcs_per_source": null}"#).unwrap();
-        assert_eq!(exact, BfsBudget::EXACT);
-    }
-
-    #[test]
-    fn unreachable_is_max_plus_one_and_scopes_differ() {
-        // Path 0 - 1 - 2 plus isolated 3; sequence without the middle node.
-        let g = Graph::from_edges(4, &[(0, 1), (1, 2)], &GraphOptions::default()).unwrap();
-        let nodes = [0, 2, 3];
-        let graph = DistanceIndex::new(&g, &nodes, 4, DistanceScope::Graph).unwrap();
-        assert_eq!(graph.as_bytes(), &[0, 2, 5, 2, 0, 5, 5, 5, 0]);
-        let induced = DistanceIndex::new(&g, &nodes, 4, DistanceScope::Induced).unwrap();
-        assert_eq!(induced.as_bytes(), &[0, 5, 5, 5, 0, 5, 5, 5, 0]);
-        let short = DistanceIndex::new(&g, &nodes, 1, DistanceScope::Graph).unwrap();
-        assert_eq!(short.get(0, 1), 2, "distance 2 > max 1 is the far bucket");
-    }
-
-    #[test]
-    fn directed_arcs_are_followed_one_way() {
-        let options = GraphOptions {
-            symmetrize: false,
-            self_loops: SelfLoops::Remove,
-        };
-        let g = Graph::from_edges(3, &[(0, 1), (1, 2)], &options).unwrap();
-        let idx = DistanceIndex::new(&g, &[0, 1, 2], 3, DistanceScope::Graph).unwrap();
-        assert_eq!(idx.row(0), &[0, 1, 2]);
-        assert_eq!(idx.row(2), &[4, 4, 0]);
-    }
-
-    #[test]
-    fn bad_inputs_are_errors() {
-        let g = Graph::from_edges(3, &[(0, 1)], &GraphOptions::default()).unwrap();
-        assert!(matches!(
-            DistanceIndex::new(&g, &[0, 1], 255, DistanceScope::Graph),
-            Err(GraphError::MaxDistanceTooLarge { max_distance: 255 })
-        ));
-        assert!(matches!(
-            DistanceIndex::new(&g, &[0, 3], 2, DistanceScope::Graph),
-            Err(GraphError::NodeOutOfRange {
-                node: 3,
-                position: 1,
-                ..
-            })
-        ));
-        assert!(matches!(
-            DistanceIndex::new(&g, &[1, 0, 1], 2, DistanceScope::Induced),
-            Err(GraphError::DuplicateNode {
-                node: 1,
-                first: 0,
-                second: 2
-            })
-        ));
-        assert!(matches!(
-            distance_indexes(&g, &[vec![0]], 255, DistanceScope::Graph),
-            Err(GraphError::MaxDistanceTooLarge { .. })
-        ));
-    }
-
-    #[test]
-    fn parallel_matches_single() {
-        let mut rng = ChaCha8Rng::seed_from_u64(5);
-        let g = random_graph(&mut rng, 300, 900, true);
-        let mut all: Vec<u32> = (0..300).collect();
-        all.shuffle(&mut rng);
-        let seqs: Vec<Vec<u32>> = all.chunks(37).map(<[u32]>::to_vec).collect();
-        let many = distance_indexes(&g, &seqs, 3, DistanceScope::Graph).unwrap();
-        assert_eq!(many.len(), seqs.len());
-        for (idx, seq) in many.iter().zip(&seqs) {
-            assert_eq!(
-                idx,
-                &DistanceIndex::new(&g, seq, 3, DistanceScope::Graph).unwrap()
-            );
-        }
-    }
-
-    #[test]
-    fn progress_ticks_once_per_sequence() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let edges: Vec<(u32, u32)> = (0..99).map(|i| (i, i + 1)).collect();
-        let graph = Graph::from_edges(100, &edges, &GraphOptions::default()).unwrap();
-        let sequences: Vec<Vec<u32>> = (0..10).map(|s| (s * 10..s * 10 + 10).collect()).collect();
-        let ticks = AtomicUsize::new(0);
-        let with =
-            distance_indexes_with_progress(&graph, &sequences, 3, DistanceScope::Graph, &|n| {
-                ticks.fetch_add(n, Ordering::Relaxed);
-            })
-            .unwrap();
-        assert_eq!(ticks.into_inner(), 10);
-        let without = distance_indexes(&graph, &sequences, 3, DistanceScope::Graph).unwrap();
-        assert_eq!(with, without);
-    }
+        .collect();
+    results.into_iter().collect()
 }

@@ -48,8 +48,8 @@ pub struct Graph {
     targets: Vec<u32>,
     in_degrees: Vec<u32>,
     out_degrees: Vec<u32>,
-    symmetric: bool,
-    self_loops: SelfLoops,
+    /// How the graph was built (symmetrized or not, the self-loop policy).
+    options: GraphOptions,
 }
 
 impl Graph {
@@ -169,8 +169,7 @@ impl Graph {
             targets,
             in_degrees,
             out_degrees,
-            symmetric: options.symmetrize,
-            self_loops: options.self_loops,
+            options: *options,
         })
     }
 
@@ -181,8 +180,7 @@ impl Graph {
         targets: Vec<u32>,
         in_degrees: Vec<u32>,
         out_degrees: Vec<u32>,
-        symmetric: bool,
-        self_loops: SelfLoops,
+        options: GraphOptions,
     ) -> Result<Graph, &'static str> {
         let n = in_degrees.len();
         if out_degrees.len() != n || offsets.len() != n + 1 || n > u32::MAX as usize {
@@ -207,8 +205,7 @@ impl Graph {
             targets,
             in_degrees,
             out_degrees,
-            symmetric,
-            self_loops,
+            options,
         })
     }
 
@@ -231,12 +228,12 @@ impl Graph {
 
     /// Whether the graph was built symmetrized (every arc has its reverse).
     pub fn is_symmetric(&self) -> bool {
-        self.symmetric
+        self.options.symmetrize
     }
 
     /// The self-loop policy the graph was built with.
     pub fn self_loops(&self) -> SelfLoops {
-        self.self_loops
+        self.options.self_loops
     }
 
     /// Out-neighbours of `node`, sorted ascending, deduplicated.
@@ -399,8 +396,7 @@ mod tests {
             g.targets.clone(),
             g.in_degrees.clone(),
             g.out_degrees.clone(),
-            true,
-            SelfLoops::Remove,
+            g.options,
         );
         assert_eq!(ok.as_ref(), Ok(&g));
         let mut bad = g.targets.clone();
@@ -411,8 +407,7 @@ mod tests {
                 bad,
                 g.in_degrees.clone(),
                 g.out_degrees.clone(),
-                true,
-                SelfLoops::Remove
+                g.options
             )
             .is_err()
         );

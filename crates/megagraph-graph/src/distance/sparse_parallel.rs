@@ -3,10 +3,10 @@
 
 use std::ops::Range;
 
-use rayon::prelude::*;
-
 use super::sparse::check_rows;
-use super::{BfsBudget, DistanceScope, DistanceWorkspace, MAX_DISTANCE_LIMIT, SparseDistanceIndex};
+use super::{
+    Bfs, BfsBudget, DistanceScope, DistanceWorkspace, SparseDistanceIndex, build_parallel,
+};
 use crate::error::GraphError;
 use crate::graph::Graph;
 
@@ -48,15 +48,8 @@ pub fn sparse_distance_indexes_with_progress(
     scope: DistanceScope,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<SparseDistanceIndex>, GraphError> {
-    sparse_distance_indexes_budgeted(
-        graph,
-        sequences,
-        rows,
-        max_distance,
-        scope,
-        BfsBudget::EXACT,
-        progress,
-    )
+    let bfs = Bfs::exact(max_distance, scope)?;
+    sparse_indexes(graph, sequences, rows, bfs, progress)
 }
 
 /// [`sparse_distance_indexes_with_progress`] with a cap on the BFS work per source (see
@@ -73,37 +66,36 @@ pub fn sparse_distance_indexes_budgeted(
     budget: BfsBudget,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<SparseDistanceIndex>, GraphError> {
-    if max_distance > MAX_DISTANCE_LIMIT {
-        return Err(GraphError::MaxDistanceTooLarge { max_distance });
-    }
+    let bfs = Bfs::new(max_distance, scope, budget)?;
+    sparse_indexes(graph, sequences, rows, bfs, progress)
+}
+
+/// The rows `rows` (clamped; `None`: all) of the indexes of all `sequences` under `bfs`, in
+/// parallel, calling `progress(1)` after each.
+///
+/// # Errors
+/// [`GraphError::RowRangeOutOfBounds`] if `rows` has `start > end`; else the first error (in
+/// sequence order) of [`SparseDistanceIndex::build`].
+fn sparse_indexes(
+    graph: &Graph,
+    sequences: &[Vec<u32>],
+    rows: Option<Range<usize>>,
+    bfs: Bfs,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<SparseDistanceIndex>, GraphError> {
     if let Some(r) = &rows {
         check_rows(r, usize::MAX)?;
     }
-    let results: Vec<Result<SparseDistanceIndex, GraphError>> = sequences
-        .par_iter()
-        .map_init(
-            || DistanceWorkspace::new(graph.num_nodes()),
-            |ws, seq| {
-                let s = seq.len();
-                let block = match &rows {
-                    Some(r) => r.start.min(s)..r.end.min(s),
-                    None => 0..s,
-                };
-                let index = SparseDistanceIndex::with_workspace_budget(
-                    graph,
-                    seq,
-                    block,
-                    max_distance,
-                    scope,
-                    budget,
-                    ws,
-                );
-                progress(1);
-                index
-            },
-        )
-        .collect();
-    results.into_iter().collect()
+    build_parallel(graph, sequences, |seq, ws| {
+        let s = seq.len();
+        let block = match &rows {
+            Some(r) => r.start.min(s)..r.end.min(s),
+            None => 0..s,
+        };
+        let index = SparseDistanceIndex::build(graph, seq, block, bfs, ws);
+        progress(1);
+        index
+    })
 }
 
 /// The rows `rows` (global) of the sparse distance index of ONE sequence `nodes`, built in
@@ -126,15 +118,8 @@ pub fn sparse_distance_index_parallel(
     scope: DistanceScope,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<SparseDistanceIndex, GraphError> {
-    sparse_distance_index_parallel_budgeted(
-        graph,
-        nodes,
-        rows,
-        max_distance,
-        scope,
-        BfsBudget::EXACT,
-        progress,
-    )
+    let bfs = Bfs::exact(max_distance, scope)?;
+    parallel_index(graph, nodes, rows, bfs, progress)
 }
 
 /// [`sparse_distance_index_parallel`] with a cap on the BFS work per source (see
@@ -153,9 +138,22 @@ pub fn sparse_distance_index_parallel_budgeted(
     budget: BfsBudget,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<SparseDistanceIndex, GraphError> {
-    if max_distance > MAX_DISTANCE_LIMIT {
-        return Err(GraphError::MaxDistanceTooLarge { max_distance });
-    }
+    let bfs = Bfs::new(max_distance, scope, budget)?;
+    parallel_index(graph, nodes, rows, bfs, progress)
+}
+
+/// The rows `rows` of the index of ONE sequence `nodes` under `bfs`, built in parallel chunks
+/// (see [`sparse_distance_index_parallel`]).
+///
+/// # Errors
+/// As [`SparseDistanceIndex::build`] (for a bad node list, the error of the first chunk).
+fn parallel_index(
+    graph: &Graph,
+    nodes: &[u32],
+    rows: Range<usize>,
+    bfs: Bfs,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<SparseDistanceIndex, GraphError> {
     check_rows(&rows, nodes.len())?;
     let chunk = rows
         .len()
@@ -167,46 +165,23 @@ pub fn sparse_distance_index_parallel_budgeted(
         .map(|start| start..(start + chunk).min(rows.end))
         .collect();
     if chunks.len() <= 1 {
-        let index = SparseDistanceIndex::with_workspace_budget(
-            graph,
-            nodes,
-            rows.clone(),
-            max_distance,
-            scope,
-            budget,
-            &mut DistanceWorkspace::new(graph.num_nodes()),
-        )?;
+        let mut ws = DistanceWorkspace::new(graph.num_nodes());
+        let index = SparseDistanceIndex::build(graph, nodes, rows.clone(), bfs, &mut ws)?;
         progress(rows.len());
         return Ok(index);
     }
-    let blocks: Vec<Result<SparseDistanceIndex, GraphError>> = chunks
-        .into_par_iter()
-        .map_init(
-            || DistanceWorkspace::new(graph.num_nodes()),
-            |ws, block| {
-                let len = block.len();
-                let index = SparseDistanceIndex::with_workspace_budget(
-                    graph,
-                    nodes,
-                    block,
-                    max_distance,
-                    scope,
-                    budget,
-                    ws,
-                );
-                progress(len);
-                index
-            },
-        )
-        .collect();
-    let blocks = blocks.into_iter().collect::<Result<Vec<_>, _>>()?;
-    SparseDistanceIndex::concat(rows.start, nodes.len(), max_distance, blocks)
+    let blocks = build_parallel(graph, &chunks, |block, ws| {
+        let index = SparseDistanceIndex::build(graph, nodes, block.clone(), bfs, ws);
+        progress(block.len());
+        index
+    })?;
+    SparseDistanceIndex::concat(rows.start, nodes.len(), bfs.max_distance, blocks)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distance::tests::random_graph;
+    use crate::distance::tests::{chunked_case, random_graph};
     use crate::graph::GraphOptions;
     use rand::SeedableRng;
     use rand::seq::SliceRandom;
@@ -216,10 +191,7 @@ mod tests {
     #[test]
     fn many_sequences_match_single_builds() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
-        let g = random_graph(&mut rng, 300, 900, true);
-        let mut all: Vec<u32> = (0..300).collect();
-        all.shuffle(&mut rng);
-        let seqs: Vec<Vec<u32>> = all.chunks(37).map(<[u32]>::to_vec).collect();
+        let (g, seqs) = chunked_case(&mut rng);
         for rows in [None, Some(10..30), Some(30..40)] {
             let ticks = AtomicUsize::new(0);
             let many = sparse_distance_indexes_with_progress(

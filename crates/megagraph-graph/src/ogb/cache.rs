@@ -197,6 +197,11 @@ impl Writer {
             self.0.extend_from_slice(&x.to_le_bytes());
         }
     }
+    /// `u8` symmetrize, `u8` self-loop policy.
+    fn options(&mut self, o: GraphOptions) {
+        self.u8(u8::from(o.symmetrize));
+        self.u8(self_loops_code(o.self_loops));
+    }
 }
 
 /// Encodes the full cache file.
@@ -211,8 +216,7 @@ fn encode(key: &CacheKey, sources: &[SourceStamp], ds: &Dataset) -> Vec<u8> {
     w.u32(FORMAT_VERSION);
     w.str(&key.dir);
     w.str(&key.scheme);
-    w.u8(u8::from(key.options.symmetrize));
-    w.u8(self_loops_code(key.options.self_loops));
+    w.options(key.options);
     w.u32(sources.len() as u32);
     for s in sources {
         w.str(&s.path);
@@ -222,8 +226,10 @@ fn encode(key: &CacheKey, sources: &[SourceStamp], ds: &Dataset) -> Vec<u8> {
     }
     w.str(&ds.name);
     w.u64(n as u64);
-    w.u8(u8::from(g.is_symmetric()));
-    w.u8(self_loops_code(g.self_loops()));
+    w.options(GraphOptions {
+        symmetrize: g.is_symmetric(),
+        self_loops: g.self_loops(),
+    });
     w.u64(g.num_edges() as u64);
     for &o in g.offsets() {
         w.u64(o as u64);
@@ -340,6 +346,13 @@ impl<'a> Reader<'a> {
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
     }
+    /// What [`Writer::options`] wrote.
+    fn options(&mut self) -> Result<GraphOptions, String> {
+        Ok(GraphOptions {
+            symmetrize: self.u8()? != 0,
+            self_loops: self_loops_from(self.u8()?).ok_or("bad self-loop code")?,
+        })
+    }
 }
 
 /// Reads a cache file, checking integrity first, then that it matches `key` and `sources`.
@@ -381,8 +394,7 @@ fn decode(bytes: &[u8], key: &CacheKey, sources: &[SourceStamp]) -> Result<Datas
     let header = (|| -> Result<(CacheKey, Vec<SourceStamp>), String> {
         let dir = r.str()?;
         let scheme = r.str()?;
-        let symmetrize = r.u8()? != 0;
-        let self_loops = self_loops_from(r.u8()?).ok_or("bad self-loop code")?;
+        let options = r.options()?;
         let count = r.u32()? as usize;
         let mut stamps = Vec::with_capacity(count.min(64));
         for _ in 0..count {
@@ -393,17 +405,12 @@ fn decode(bytes: &[u8], key: &CacheKey, sources: &[SourceStamp]) -> Result<Datas
                 mtime_nanos: r.u32()?,
             });
         }
-        Ok((
-            CacheKey {
-                dir,
-                scheme,
-                options: GraphOptions {
-                    symmetrize,
-                    self_loops,
-                },
-            },
-            stamps,
-        ))
+        let key = CacheKey {
+            dir,
+            scheme,
+            options,
+        };
+        Ok((key, stamps))
     })()
     .map_err(corrupt)?;
     if header.0 != *key {
@@ -433,8 +440,7 @@ fn decode(bytes: &[u8], key: &CacheKey, sources: &[SourceStamp]) -> Result<Datas
 fn decode_payload(r: &mut Reader<'_>) -> Result<Dataset, String> {
     let name = r.str()?;
     let n = r.len(8)?;
-    let symmetric = r.u8()? != 0;
-    let self_loops = self_loops_from(r.u8()?).ok_or("bad self-loop code")?;
+    let options = r.options()?;
     let e = r.len(4)?;
     let offsets = r
         .u32s(2 * (n + 1))?
@@ -445,14 +451,7 @@ fn decode_payload(r: &mut Reader<'_>) -> Result<Dataset, String> {
     let targets = r.u32s(e)?;
     let in_degrees = r.u32s(n)?;
     let out_degrees = r.u32s(n)?;
-    let graph = Graph::from_parts(
-        offsets,
-        targets,
-        in_degrees,
-        out_degrees,
-        symmetric,
-        self_loops,
-    )?;
+    let graph = Graph::from_parts(offsets, targets, in_degrees, out_degrees, options)?;
     let features = match r.u8()? {
         0 => None,
         1 => {
@@ -500,14 +499,12 @@ fn decode_payload(r: &mut Reader<'_>) -> Result<Dataset, String> {
     let test = parts.pop().unwrap_or_default();
     let valid = parts.pop().unwrap_or_default();
     let train = parts.pop().unwrap_or_default();
-    Ok(Dataset {
-        name,
-        graph: graph.into(),
-        features,
-        labels,
-        num_classes,
-        split: Split { train, valid, test },
-    })
+    let split = Split { train, valid, test };
+    let dataset = Dataset::from_labels(name, graph, features, labels, split);
+    if dataset.num_classes != num_classes {
+        return Err("class count differs from the labels".into());
+    }
+    Ok(dataset)
 }
 
 #[cfg(test)]
