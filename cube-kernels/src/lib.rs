@@ -14,8 +14,8 @@
 //! [`reference`](mod@reference) implementation with Burn tensor ops that works everywhere. `Flex` (and so `Autodiff<Flex>`)
 //! runs a fused CPU implementation instead: per (query tile × key tile) block, `q·kᵀ` once, the
 //! bias, the online softmax and `P·V` in the cache, parallel with rayon, in AVX2 registers where
-//! the processor has them (about 7× the reference's speed at 2,708 nodes; `cargo bench -p
-//! megagraph-kernels --bench fused_cpu`). With the `wgpu` or `cuda` feature, `CubeBackend`
+//! the processor has them (about 7× the reference's speed at 2,708 nodes; `cargo bench --bench
+//! fused_cpu` in the workspace root). With the `wgpu` or `cuda` feature, `CubeBackend`
 //! (hence `burn::backend::Wgpu` / `Cuda` while Burn's `fusion` feature is off) runs the op as
 //! CubeCL kernels.
 

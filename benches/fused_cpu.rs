@@ -6,7 +6,7 @@
 //! (max distance 4) of which 90% of the pairs are in the "farther" one, as in a graph, the default
 //! key tile (128). The fused path runs with the index dense (`u8`) and sparse (CSR); the
 //! reference with it dense. Run with
-//! `cargo bench -p megagraph-kernels --bench fused_cpu`; `MEGAGRAPH_BENCH_SIZES=1024,2708`
+//! `cargo bench --bench fused_cpu`; `MEGAGRAPH_BENCH_SIZES=1024,2708`
 //! overrides the sizes (default 1024,2708,4096). After criterion's report it prints one table of
 //! median times and the ratio reference / fused, measured in the same run.
 

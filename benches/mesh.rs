@@ -9,7 +9,7 @@
 //!   layers moved off stage 0, which also holds the embedding stage; the balanced split is the
 //!   one whose busiest stage works least, reported at the end.
 //!
-//! Run: `cargo bench -p megagraph-parallel --bench mesh` (`MEGAGRAPH_BENCH_STEPS` sets the
+//! Run: `cargo bench --bench mesh` (`MEGAGRAPH_BENCH_STEPS` sets the
 //! measured steps, default 3, after one warm-up step). `MEGAGRAPH_BENCH_FEATURES=F` gives the
 //! nodes `F` random input features instead of learned embeddings: the input linear `[F -> 64]`
 //! then makes the embedding stage compute-heavy (at `F = 4096` about three layers' worth), the
@@ -21,12 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use megagraph_kernels::DistanceBias;
-use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput};
+use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, materialize};
 use megagraph_parallel::{
     BatchSource, CountingAllocator, ParallelConfig, ParallelTrainer, StepOutput, TrainBatch,
     TrainerOptions,
@@ -139,14 +138,7 @@ fn model(feature_dim: Option<usize>) -> GraphTransformer<Flex> {
         .with_max_distance(MAX_DISTANCE)
         .with_block_size(128)
         .init(&device);
-    struct Touch;
-    impl<Bk: Backend> ModuleVisitor<Bk> for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Bk, D>>) {
-            let _ = param.val();
-        }
-    }
-    model.visit(&mut Touch);
-    model
+    materialize(model)
 }
 
 /// One configuration's measurements.
