@@ -46,6 +46,20 @@ pub enum AttentionError {
         /// Number of rows of the table.
         buckets: usize,
     },
+    /// An edge of a [`SequenceEdges`](crate::SequenceEdges) names a position past its sequence.
+    #[error(
+        "sparse edge attention input `edges`: edge {edge} of batch element {batch} names position {position}, not below seq_len {seq_len}"
+    )]
+    EdgeOutOfRange {
+        /// Batch element of the edge.
+        batch: usize,
+        /// Index of the edge in its batch element's list.
+        edge: usize,
+        /// The offending position.
+        position: usize,
+        /// Positions per sequence.
+        seq_len: usize,
+    },
     /// The key tile size is zero.
     #[error("graph attention option `block_size` must be positive, got 0")]
     ZeroBlockSize,

@@ -34,6 +34,7 @@ mod error;
 mod index;
 mod merge;
 pub mod reference;
+mod sparse_edge;
 
 pub use attention::{AttentionOptions, AttentionOutput, graph_attention};
 pub use backend::{
@@ -46,3 +47,4 @@ pub use index::{
     BucketIndex, BucketIndexPrimitive, CsrParts, SparseBucketIndex, SparseBucketIndexPrimitive,
 };
 pub use merge::merge_partials;
+pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, sparse_edge_attention};
