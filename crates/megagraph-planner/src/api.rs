@@ -9,7 +9,7 @@ use crate::mesh::Mesh;
 use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile};
 use crate::search::{Plan, PlanReport, SearchError, SearchOptions, search};
 use crate::workload::{ModelShape, Workload, WorkloadError};
-use megagraph_parallel::{ParallelConfig, ParallelConfigError};
+use megagraph_layout::{ParallelConfig, ParallelConfigError};
 use std::time::Instant;
 
 /// Why planning failed.

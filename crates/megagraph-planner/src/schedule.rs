@@ -23,7 +23,7 @@
 //! kernels. (Burn's upstream fix, a sweep that skips locked graphs, came after 0.21.)
 
 use crate::sharing::MachineSharing;
-use megagraph_parallel::{PipelineAction, one_forward_one_backward};
+use megagraph_layout::{PipelineAction, one_forward_one_backward};
 
 /// Seconds of one micro-batch's forward and backward pass on one stage, each including the
 /// transfer the stage makes at its end (activations forward, gradients backward).

@@ -7,7 +7,7 @@ use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, format_bytes};
 use crate::mesh::Mesh;
 use crate::partition::optimal_partition;
-use megagraph_parallel::{ParallelConfig, ParallelConfigError};
+use megagraph_layout::{ParallelConfig, ParallelConfigError};
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
 use std::time::Instant;
