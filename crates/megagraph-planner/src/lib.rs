@@ -38,39 +38,29 @@ pub mod memory;
 pub mod mesh;
 pub mod partition;
 pub mod profile;
-pub mod profiler;
-pub mod realize;
 pub mod schedule;
 pub mod search;
 pub mod sharing;
 pub mod simulated;
-pub mod validate;
 pub mod workload;
 
 pub use api::{
     Evaluation, PlanError, cluster_analytic_profile, cost_model, evaluate, plan, plan_analytic,
+    predict_memory,
 };
 pub use cluster::{ClusterError, ClusterSpec, ComputeHints, LinkSpec};
 pub use latency::{FitOptions, PiecewiseLinear};
-pub use memory::MemoryBreakdown;
+pub use megagraph_layout::{ParallelConfig, ParallelConfigError};
+pub use memory::{MemoryBreakdown, format_bytes};
 pub use partition::{Partition, optimal_partition};
 pub use profile::{
     ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
     analytic_profile,
 };
-pub use profiler::{
-    CacheStatus, InTurnProfile, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions,
-    ThreadAllocatorMeter, cached_profile, measure_profile,
-};
-pub use realize::{SyntheticSource, init_model, model_config};
 pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
 pub use search::{
     Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting, search,
 };
 pub use sharing::{MachineSharing, PassRatios, SoloRatios};
 pub use simulated::{SimulatedReport, SimulatedStudy};
-pub use validate::{
-    InTurnSummary, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
-    ValidationReport, validate_plans,
-};
 pub use workload::{ModelShape, Workload, WorkloadError};

@@ -362,7 +362,7 @@ impl ProfileTable {
     }
 
     /// The samples of `part`, to change in place.
-    pub(crate) fn samples_mut(&mut self, part: ProfiledPart) -> &mut Vec<ProfileSample> {
+    pub fn samples_mut(&mut self, part: ProfiledPart) -> &mut Vec<ProfileSample> {
         match part {
             ProfiledPart::Embedding => &mut self.embedding,
             ProfiledPart::LayerDense => &mut self.layer_dense,

@@ -1,10 +1,9 @@
 //! End to end: shipped cluster files, planning with an analytic or a loaded profile, explaining
 //! the result, and comparing a planned pipeline split with the naive uniform one.
 
-use megagraph_parallel::ParallelConfig;
 use megagraph_planner::{
-    ClusterSpec, ModelShape, ProfileTable, SearchOptions, Workload, cluster_analytic_profile,
-    evaluate, plan, plan_analytic,
+    ClusterSpec, ModelShape, ParallelConfig, ProfileTable, SearchOptions, Workload,
+    cluster_analytic_profile, evaluate, plan, plan_analytic,
 };
 use std::path::{Path, PathBuf};
 

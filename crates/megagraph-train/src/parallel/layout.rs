@@ -5,7 +5,8 @@ use std::path::Path;
 
 use megagraph_models::GraphTransformerConfig;
 use megagraph_parallel::{ParallelConfig, ParallelConfigError, padded_len};
-use megagraph_planner::{ClusterSpec, ModelShape, PlanError, SearchOptions, Workload, plan_analytic};
+use megagraph_calibrate::model_shape;
+use megagraph_planner::{ClusterSpec, PlanError, SearchOptions, Workload, plan_analytic};
 
 use crate::config::MeshConfig;
 use crate::error::{Result, TrainError};
@@ -171,7 +172,7 @@ fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, s
         sequences_per_step: steps.sequences_per_step,
         dtype_bytes: 4,
     };
-    let report = plan_analytic(&cluster, &ModelShape::of(model), &workload, &SearchOptions::default())?;
+    let report = plan_analytic(&cluster, &model_shape(model), &workload, &SearchOptions::default())?;
     let best = report.best;
     log::info!(
         "planned for {}: predicted {:.3} s per step, bottleneck: {}",

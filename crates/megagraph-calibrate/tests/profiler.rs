@@ -7,10 +7,12 @@ use burn::module::Module;
 use megagraph_parallel::CountingAllocator;
 use std::sync::Arc;
 
+use megagraph_calibrate::{
+    InTurnProfile, ProfilerOptions, ThreadAllocatorMeter, ValidationOptions, init_model,
+    measure_profile, validate_plans,
+};
 use megagraph_planner::{
-    ClusterSpec, FitOptions, InTurnProfile, ModelShape, ProfileLadder, ProfiledPart,
-    ProfilerOptions, SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model,
-    measure_profile, plan, validate_plans,
+    ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, SearchOptions, Workload, plan,
 };
 
 #[global_allocator]
