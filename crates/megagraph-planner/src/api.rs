@@ -66,7 +66,7 @@ pub struct Evaluation {
 }
 
 /// Builds the cost model of `shape` training on `workload` on `cluster` from `profile`.
-pub fn cost_model(
+pub(crate) fn cost_model(
     cluster: &ClusterSpec,
     shape: &ModelShape,
     workload: &Workload,

@@ -129,11 +129,6 @@ impl PartFit {
         self.backward.eval(self.measure(n))
     }
 
-    /// Forward plus backward seconds at size `n`.
-    pub fn step_seconds(&self, n: f64) -> f64 {
-        self.forward_seconds(n) + self.backward_seconds(n)
-    }
-
     /// Bytes kept for the backward pass at `n` rows.
     pub fn saved_bytes(&self, n: f64) -> f64 {
         self.saved.eval(n)

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
 use std::time::Instant;
 
-/// Options of [`search`].
+/// Options of the search ([`plan`](crate::plan)).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchOptions {
     /// Largest micro-batch count tried (every divisor of a replica's sequences per step up to
@@ -48,7 +48,7 @@ pub struct Plan {
     /// What limits the step, in words.
     pub bottleneck: String,
     /// Measured seconds per step (median after warm-up) when the plan was run by
-    /// [`validate_plans`](crate::validate::validate_plans); absent otherwise.
+    /// `megagraph-calibrate`'s `validate_plans`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_step_seconds: Option<f64>,
     /// Measured peak bytes of the fullest device (the largest per-rank peak of live bytes)
@@ -189,7 +189,11 @@ impl Plan {
     }
 
     /// A plan from a mesh, its split and their estimate.
-    pub fn from_estimate(mesh: &Mesh, stage_layers: Vec<usize>, estimate: &StepEstimate) -> Self {
+    pub(crate) fn from_estimate(
+        mesh: &Mesh,
+        stage_layers: Vec<usize>,
+        estimate: &StepEstimate,
+    ) -> Self {
         Self {
             pp: mesh.pp,
             cp: mesh.cp,
@@ -270,7 +274,10 @@ pub(crate) fn divisors(n: usize) -> Vec<usize> {
 }
 
 /// Searches every layout of `model`'s cluster (all its devices) and returns the ranked plans.
-pub fn search(model: &CostModel, options: &SearchOptions) -> Result<PlanReport, SearchError> {
+pub(crate) fn search(
+    model: &CostModel,
+    options: &SearchOptions,
+) -> Result<PlanReport, SearchError> {
     let started = Instant::now();
     let cluster = model.cluster();
     let shape = model.shape();

@@ -124,7 +124,8 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
     // Keep only sizes where the embedding was rescaled (both ladders share them).
     profile.embedding.retain(|s| s.size <= 1 << 18);
     let dir = tempfile::tempdir().unwrap();
-    let path = profile.save_cached(dir.path()).unwrap();
+    let path = dir.path().join("profile.json");
+    profile.save(&path).unwrap();
     let profile = ProfileTable::load(&path).unwrap();
 
     let options = SearchOptions::default();

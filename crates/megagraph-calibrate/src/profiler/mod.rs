@@ -2,43 +2,7 @@
 //! [`ProfiledPart`]) on a Burn backend over a ladder of sizes and measures their memory, filling
 //! a [`ProfileTable`] that the cost model then fits.
 //!
-//! - [`measure_profile`] builds the real modules of `megagraph-models` for a [`ModelShape`]
-//!   (one layer suffices: every part is per layer or per model), feeds them random inputs (a
-//!   random `u8` distance index, random features), and runs the whole ladder of parts and
-//!   sizes pass after pass: a few warm-up passes, then timed ones, keeping each point's median
-//!   (so that a drift of the machine's speed during the profile moves every point alike).
-//!   Memory is read with a [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`], the
-//!   parallel runtime's per-thread accounting, so the profile's bytes are what a rank reports;
-//!   on GPU backends the CubeCL runtime's statistics
-//!   (`megagraph_parallel::meter::CubeMemoryMeter`, features `cuda` / `wgpu`), which the
-//!   runtime overhead step then uses too.
-//! - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
-//!   once, as the ranks of a mesh do when they share one machine's memory bandwidth, in
-//!   lockstep: every copy starts each forward and each backward pass at the same moment, as
-//!   the data- and context-parallel ranks of a layer do; the table holds the first copy's
-//!   numbers. (Lockstep matters on Burn 0.21: a backward pass ends by locking every autodiff
-//!   graph of the process, so a copy whose backward pass ended while a peer's was half done
-//!   would also time the rest of the peer's; see [`crate::schedule`].) Every copy runs in its
-//!   own rayon pool of `cores / copies` threads, the slice of the cores a rank of the parallel
-//!   runtime gets by default ([`megagraph_parallel::threads`]).
-//!   Every timed run is then repeated by the first copy alone while the others wait: the
-//!   table's [`solo`](ProfileTable::solo) ratios (time alone over time together, the median
-//!   over each part's points) let the pipeline schedule run a stage faster while the other
-//!   stages of its machine wait ([`crate::sharing`]).
-//! - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
-//!   bookkeeping) is measured with one real training step of a one-layer model at the smallest
-//!   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
-//! - [`InTurnProfile`] measures the points of a profile again, the same way, in sessions that
-//!   take turns with other work: `plan --validate` measures one before the validation and one
-//!   after each of its rounds, so that predictions from it see the machine's speed while the
-//!   plans ran (a shared machine's speed drifts between a profile and a validation).
-//! - On Linux with glibc, the allocator's adaptive thresholds can make the same large pass
-//!   take 1.6 times as long depending on what the process allocated before; the `megagraph`
-//!   binary fixes them with `mallopt` first thing in `main`, and a program of its own that
-//!   profiles can do the same (or set `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_`).
-//! - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
-//!   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
-//!   warning).
+//! How it measures is described on [`measure_profile`].
 
 mod cache;
 mod in_turn;
@@ -63,6 +27,46 @@ use std::sync::Arc;
 /// `device_name` (e.g. `flex`, the cluster's device name), with 4-byte (f32) elements.
 ///
 /// `progress` is called after every part and size.
+///
+/// # How
+///
+/// - [`measure_profile`] builds the real modules of `megagraph-models` for a [`ModelShape`]
+///   (one layer suffices: every part is per layer or per model), feeds them random inputs (a
+///   random `u8` distance index, random features), and runs the whole ladder of parts and
+///   sizes pass after pass: a few warm-up passes, then timed ones, keeping each point's median
+///   (so that a drift of the machine's speed during the profile moves every point alike).
+///   Memory is read with a [`MemoryMeter`]: on CPU backends [`ThreadAllocatorMeter`](crate::ThreadAllocatorMeter), the
+///   parallel runtime's per-thread accounting, so the profile's bytes are what a rank reports;
+///   on GPU backends the CubeCL runtime's statistics
+///   (`megagraph_parallel::meter::CubeMemoryMeter`, features `cuda` / `wgpu`), which the
+///   runtime overhead step then uses too.
+/// - With [`ProfilerOptions::concurrency`] `> 1`, that many copies of every measurement run at
+///   once, as the ranks of a mesh do when they share one machine's memory bandwidth, in
+///   lockstep: every copy starts each forward and each backward pass at the same moment, as
+///   the data- and context-parallel ranks of a layer do; the table holds the first copy's
+///   numbers. (Lockstep matters on Burn 0.21: a backward pass ends by locking every autodiff
+///   graph of the process, so a copy whose backward pass ended while a peer's was half done
+///   would also time the rest of the peer's; see [`megagraph_planner::BackwardOverlap`].) Every copy runs in its
+///   own rayon pool of `cores / copies` threads, the slice of the cores a rank of the parallel
+///   runtime gets by default ([`megagraph_parallel::threads`]).
+///   Every timed run is then repeated by the first copy alone while the others wait: the
+///   table's [`solo`](ProfileTable::solo) ratios (time alone over time together, the median
+///   over each part's points) let the pipeline schedule run a stage faster while the other
+///   stages of its machine wait ([`megagraph_planner::MachineSharing`]).
+/// - The runtime's own memory (what a rank holds beyond the parts: autodiff and optimizer
+///   bookkeeping) is measured with one real training step of a one-layer model at the smallest
+///   size on the parallel runtime ([`ProfileTable::runtime_overhead_bytes`]).
+/// - [`InTurnProfile`] measures the points of a profile again, the same way, in sessions that
+///   take turns with other work: `plan --validate` measures one before the validation and one
+///   after each of its rounds, so that predictions from it see the machine's speed while the
+///   plans ran (a shared machine's speed drifts between a profile and a validation).
+/// - On Linux with glibc, the allocator's adaptive thresholds can make the same large pass
+///   take 1.6 times as long depending on what the process allocated before; the `megagraph`
+///   binary fixes them with `mallopt` first thing in `main`, and a program of its own that
+///   profiles can do the same (or set `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_`).
+/// - [`cached_profile`] returns the cached table for a key and ladder, or measures and caches it
+///   (JSON, written atomically; a corrupt or mismatching cache file is measured again with a
+///   warning).
 ///
 /// # Errors
 ///

@@ -6,7 +6,7 @@ use megagraph_kernels::AttentionError;
 use megagraph_planner::{ProfileError, ProfileLadder, ProfiledPart, WorkloadError};
 use serde::{Deserialize, Serialize};
 
-/// How [`measure_profile`] measures.
+/// How [`measure_profile`](super::measure_profile) measures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProfilerOptions {
     /// Sizes to measure: `rows` for the embedding, dense-layer and head parts, `blocks` for the
@@ -28,7 +28,7 @@ pub struct ProfilerOptions {
     pub evict_bytes: usize,
 }
 
-/// Where [`measure_profile`] is: reported after every run of a part and size (the profiler
+/// Where [`measure_profile`](super::measure_profile) is: reported after every run of a part and size (the profiler
 /// makes `warmup + repeats` passes over the whole ladder).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ProfileProgress {

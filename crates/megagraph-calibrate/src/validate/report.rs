@@ -57,7 +57,7 @@ pub struct ValidationReport {
     pub sequences_per_step: usize,
     /// Warm-up steps per plan and round.
     pub warmup_steps: usize,
-    /// Measured steps per plan at least ([`ValidationOptions::steps`]; a plan's
+    /// Measured steps per plan at least ([`ValidationOptions::steps`](super::ValidationOptions::steps); a plan's
     /// `step_seconds` has them all).
     pub steps: usize,
     /// Rounds in which the plans took turns.
