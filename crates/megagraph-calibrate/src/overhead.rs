@@ -4,7 +4,7 @@
 use crate::validate::{ValidateError, ValidationOptions, validate_plans};
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter, ParallelConfig};
 use megagraph_planner::{
-    FitOptions, ModelShape, Plan, PlanError, ProfileTable, Workload, predict_memory,
+    FitOptions, ModelShape, Plan, PlanError, Prediction, ProfileTable, Workload, predict_memory,
 };
 use std::sync::Arc;
 
@@ -57,18 +57,14 @@ pub fn runtime_overhead_bytes<B: ContextParallelBackend>(
     .map(|stage| stage.total())
     .max()
     .unwrap_or(0);
-    let plan = Plan {
-        pp: 1,
-        cp: 1,
-        dp: 1,
-        micro_batches: 1,
-        stage_layers: vec![1],
-        predicted_step_seconds: 0.0,
-        predicted_peak_bytes_per_device: predicted,
-        bottleneck: String::new(),
-        measured_step_seconds: None,
-        measured_peak_bytes_per_device: None,
-    };
+    let plan = Plan::predicted(
+        layout,
+        Prediction {
+            step_seconds: 0.0,
+            peak_bytes_per_device: predicted,
+            bottleneck: String::new(),
+        },
+    );
     let validation = ValidationOptions {
         warmup_steps: 1,
         steps: 2,
@@ -90,7 +86,7 @@ pub fn runtime_overhead_bytes<B: ContextParallelBackend>(
     let measured = report
         .plans
         .first()
-        .and_then(|p| p.plan.measured_peak_bytes_per_device)
+        .and_then(|p| p.plan.measured_peak_bytes_per_device())
         .unwrap_or(predicted);
     Ok(measured.saturating_sub(predicted))
 }

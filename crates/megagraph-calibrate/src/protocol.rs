@@ -128,9 +128,8 @@ impl ValidationReport {
     ) -> Result<(), PlanError> {
         let table = profile.table();
         for row in &mut self.plans {
-            let config = row.plan.to_parallel_config();
-            let evaluation = evaluate(cluster, shape, workload, &table, &config, options)?;
-            row.in_turn_predicted_step_seconds = Some(evaluation.plan.predicted_step_seconds);
+            let evaluation = evaluate(cluster, shape, workload, &table, &row.plan.layout, options)?;
+            row.in_turn_predicted_step_seconds = Some(evaluation.plan.predicted.step_seconds);
         }
         let since_start = |instant: Instant| match instant.checked_duration_since(self.started) {
             Some(after) => after.as_secs_f64(),

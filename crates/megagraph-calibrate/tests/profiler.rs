@@ -154,7 +154,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     let pick = |want: fn(&megagraph_planner::Plan) -> bool| {
         report.candidates.iter().find(|p| want(p)).cloned().unwrap()
     };
-    let top = vec![pick(|p| p.cp == 2), pick(|p| p.pp == 2)];
+    let top = vec![pick(|p| p.layout.cp == 2), pick(|p| p.layout.pp == 2)];
     let mut validation = validate_plans::<B>(
         &shape,
         &workload,
@@ -174,13 +174,13 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     println!("{validation}");
     assert_eq!(validation.plans.len(), 2);
     for (row, planned) in validation.plans.iter().zip(&top) {
-        assert_eq!(row.plan.stage_layers, planned.stage_layers);
-        assert!(row.plan.measured_step_seconds.is_some_and(|s| s > 0.0));
-        let world = planned.pp * planned.cp * planned.dp;
+        assert_eq!(row.plan.layout.stage_layers, planned.layout.stage_layers);
+        assert!(row.plan.measured_step_seconds().is_some_and(|s| s > 0.0));
+        let world = planned.layout.pp * planned.layout.cp * planned.layout.dp;
         assert_eq!(row.rank_peak_bytes.len(), world);
         assert!(row.rank_peak_bytes.iter().all(|b| b.is_some_and(|b| b > 0)));
         assert_eq!(
-            row.plan.measured_peak_bytes_per_device,
+            row.plan.measured_peak_bytes_per_device(),
             row.rank_peak_bytes.iter().flatten().copied().max()
         );
         assert!(row.time_error().is_some() && row.memory_error().is_some());
@@ -202,7 +202,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         .unwrap();
     for row in &validation.plans {
         let predicted = row.in_turn_predicted_step_seconds.unwrap();
-        assert!((predicted - row.plan.predicted_step_seconds).abs() < 1e-12 * predicted);
+        assert!((predicted - row.plan.predicted.step_seconds).abs() < 1e-12 * predicted);
         assert_eq!(row.in_turn_time_error(), row.time_error());
     }
     // two sessions: every point measured again, memory columns kept

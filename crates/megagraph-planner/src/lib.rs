@@ -27,7 +27,7 @@
 //! let workload = Workload { seq_len: 65_536, sequences_per_step: 32, dtype_bytes: 4 };
 //! let report = plan_analytic(&cluster, &ModelShape::paper(), &workload, &SearchOptions::default())?;
 //! println!("{}", report.explain());
-//! let config = report.best.to_parallel_config();
+//! let config = report.best.layout; // a ParallelConfig
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -41,6 +41,7 @@ mod latency;
 mod memory;
 mod mesh;
 mod partition;
+mod plan;
 mod profile;
 mod schedule;
 mod search;
@@ -61,9 +62,8 @@ pub use profile::{
     analytic_profile,
 };
 pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
-pub use search::{
-    Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting,
-};
+pub use plan::{Measurement, Plan, Prediction};
+pub use search::{PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting};
 pub use sharing::{MachineSharing, PassRatios, SoloRatios};
 pub use simulated::{SimulatedReport, SimulatedStudy};
 pub use workload::{ModelShape, Workload, WorkloadError};

@@ -2,11 +2,12 @@
 //! for each the exact best layer split ([`optimal_partition`]) under the memory limit, ranked by
 //! predicted step time into a [`PlanReport`].
 
-use crate::cost::{CandidateCost, CostModel, StepEstimate};
+use crate::cost::{CandidateCost, CostModel};
 use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, format_bytes};
 use crate::mesh::Mesh;
 use crate::partition::optimal_partition;
+use crate::plan::Plan;
 use megagraph_layout::{ParallelConfig, ParallelConfigError};
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
@@ -26,35 +27,6 @@ pub struct SearchOptions {
     pub time_tolerance: f64,
     /// How profiles are fitted.
     pub fit: FitOptions,
-}
-
-/// A ranked plan. Serialized with exactly these field names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    /// Pipeline stages.
-    pub pp: usize,
-    /// Context-parallel degree.
-    pub cp: usize,
-    /// Data-parallel degree.
-    pub dp: usize,
-    /// Micro-batches per step and replica.
-    pub micro_batches: usize,
-    /// Layers per stage (stage 0 also holds the embedding stage).
-    pub stage_layers: Vec<usize>,
-    /// Predicted seconds per optimizer step.
-    pub predicted_step_seconds: f64,
-    /// Predicted peak bytes of the fullest device.
-    pub predicted_peak_bytes_per_device: u64,
-    /// What limits the step, in words.
-    pub bottleneck: String,
-    /// Measured seconds per step (median after warm-up) when the plan was run by
-    /// `megagraph-calibrate`'s `validate_plans`; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured_step_seconds: Option<f64>,
-    /// Measured peak bytes of the fullest device (the largest per-rank peak of live bytes)
-    /// when the plan was validated with memory accounting; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured_peak_bytes_per_device: Option<u64>,
 }
 
 /// A configuration the search did not keep, and why.
@@ -172,39 +144,6 @@ impl Default for SearchOptions {
             memory_fraction: 0.95,
             time_tolerance: 0.01,
             fit: FitOptions::default(),
-        }
-    }
-}
-
-impl Plan {
-    /// The plan's degrees and split as a [`ParallelConfig`].
-    pub fn to_parallel_config(&self) -> ParallelConfig {
-        ParallelConfig {
-            pp: self.pp,
-            cp: self.cp,
-            dp: self.dp,
-            micro_batches: self.micro_batches,
-            stage_layers: self.stage_layers.clone(),
-        }
-    }
-
-    /// A plan from a mesh, its split and their estimate.
-    pub(crate) fn from_estimate(
-        mesh: &Mesh,
-        stage_layers: Vec<usize>,
-        estimate: &StepEstimate,
-    ) -> Self {
-        Self {
-            pp: mesh.pp,
-            cp: mesh.cp,
-            dp: mesh.dp,
-            micro_batches: mesh.micro_batches,
-            stage_layers,
-            predicted_step_seconds: estimate.step_seconds,
-            predicted_peak_bytes_per_device: estimate.peak_bytes,
-            bottleneck: estimate.bottleneck.clone(),
-            measured_step_seconds: None,
-            measured_peak_bytes_per_device: None,
         }
     }
 }
@@ -334,27 +273,37 @@ pub(crate) fn search(
     }
 
     candidates.sort_by(|a: &(Plan, Vec<MemoryBreakdown>), b| {
-        a.0.predicted_step_seconds
-            .total_cmp(&b.0.predicted_step_seconds)
+        a.0.predicted
+            .step_seconds
+            .total_cmp(&b.0.predicted.step_seconds)
             .then(
-                a.0.predicted_peak_bytes_per_device
-                    .cmp(&b.0.predicted_peak_bytes_per_device),
+                a.0.predicted
+                    .peak_bytes_per_device
+                    .cmp(&b.0.predicted.peak_bytes_per_device),
             )
-            .then((a.0.pp, a.0.cp, a.0.dp, a.0.micro_batches).cmp(&(
-                b.0.pp,
-                b.0.cp,
-                b.0.dp,
-                b.0.micro_batches,
-            )))
+            .then(
+                (
+                    a.0.layout.pp,
+                    a.0.layout.cp,
+                    a.0.layout.dp,
+                    a.0.layout.micro_batches,
+                )
+                    .cmp(&(
+                        b.0.layout.pp,
+                        b.0.layout.cp,
+                        b.0.layout.dp,
+                        b.0.layout.micro_batches,
+                    )),
+            )
     });
     // Among the plans about as fast as the fastest, the leanest goes first.
-    if let Some(fastest) = candidates.first().map(|c| c.0.predicted_step_seconds) {
+    if let Some(fastest) = candidates.first().map(|c| c.0.predicted.step_seconds) {
         let within = fastest * (1.0 + options.time_tolerance.max(0.0));
         let leanest = candidates
             .iter()
             .enumerate()
-            .take_while(|(_, c)| c.0.predicted_step_seconds <= within)
-            .min_by_key(|(_, c)| c.0.predicted_peak_bytes_per_device)
+            .take_while(|(_, c)| c.0.predicted.step_seconds <= within)
+            .min_by_key(|(_, c)| c.0.predicted.peak_bytes_per_device)
             .map(|(index, _)| index)
             .unwrap_or(0);
         let chosen = candidates.remove(leanest);
@@ -559,27 +508,27 @@ mod tests {
         let limit = report.setting.memory_limit_bytes;
         assert_eq!(limit, 22_800_000_000);
         for plan in &report.candidates {
-            assert!(plan.predicted_peak_bytes_per_device <= limit, "{plan:?}");
-            assert_eq!(plan.pp * plan.cp * plan.dp, 4);
-            plan.to_parallel_config().validate(16, 98_304, 8).unwrap();
+            assert!(plan.predicted.peak_bytes_per_device <= limit, "{plan:?}");
+            assert_eq!(plan.layout.pp * plan.layout.cp * plan.layout.dp, 4);
+            plan.layout.validate(16, 98_304, 8).unwrap();
         }
         // Ranked by time, except that the leanest plan within 1% of the fastest goes first.
         for pair in report.candidates[1..].windows(2) {
-            assert!(pair[0].predicted_step_seconds <= pair[1].predicted_step_seconds);
+            assert!(pair[0].predicted.step_seconds <= pair[1].predicted.step_seconds);
         }
         let fastest = report
             .candidates
             .iter()
-            .map(|p| p.predicted_step_seconds)
+            .map(|p| p.predicted.step_seconds)
             .fold(f64::INFINITY, f64::min);
-        assert!(report.best.predicted_step_seconds <= 1.01 * fastest);
+        assert!(report.best.predicted.step_seconds <= 1.01 * fastest);
         for plan in report
             .candidates
             .iter()
-            .filter(|p| p.predicted_step_seconds <= 1.01 * fastest)
+            .filter(|p| p.predicted.step_seconds <= 1.01 * fastest)
         {
             assert!(
-                report.best.predicted_peak_bytes_per_device <= plan.predicted_peak_bytes_per_device
+                report.best.predicted.peak_bytes_per_device <= plan.predicted.peak_bytes_per_device
             );
         }
         assert_eq!(report.best, report.candidates[0]);
@@ -650,7 +599,7 @@ mod tests {
             })
         );
         for plan in &report.candidates {
-            plan.to_parallel_config().validate(2, 2_004, 6).unwrap();
+            plan.layout.validate(2, 2_004, 6).unwrap();
         }
         let json = serde_json::to_value(&report.rejected[0]).unwrap();
         assert!(

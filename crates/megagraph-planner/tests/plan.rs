@@ -57,10 +57,10 @@ fn plans_and_explains_on_this_machine() {
         dtype_bytes: 4,
     };
     let report = plan_analytic(&cluster, &shape, &workload, &SearchOptions::default()).unwrap();
-    assert_eq!(report.best.to_parallel_config().world_size(), 2);
+    assert_eq!(report.best.layout.world_size(), 2);
     report
         .best
-        .to_parallel_config()
+        .layout
         .validate(shape.layers, workload.seq_len, workload.sequences_per_step)
         .unwrap();
     let text = report.explain();
@@ -133,12 +133,12 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
     let pipelined = report
         .candidates
         .iter()
-        .find(|p| p.pp == 2 && p.micro_batches == 16)
+        .find(|p| p.layout.pp == 2 && p.layout.micro_batches == 16)
         .expect("a pp = 2 plan with 16 micro-batches fits");
     assert!(
-        pipelined.stage_layers[0] < pipelined.stage_layers[1],
+        pipelined.layout.stage_layers[0] < pipelined.layout.stage_layers[1],
         "stage 0 carries the embedding and must get fewer layers: {:?}",
-        pipelined.stage_layers
+        pipelined.layout.stage_layers
     );
     let naive = ParallelConfig::uniform(2, 1, 1, 16, 16).unwrap();
     let naive = evaluate(&cluster, &shape, &workload, &profile, &naive, &options).unwrap();
@@ -147,22 +147,22 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
         &shape,
         &workload,
         &profile,
-        &pipelined.to_parallel_config(),
+        &pipelined.layout,
         &options,
     )
     .unwrap();
-    assert!((balanced.plan.predicted_step_seconds - pipelined.predicted_step_seconds).abs() < 1e-9);
+    assert!((balanced.plan.predicted.step_seconds - pipelined.predicted.step_seconds).abs() < 1e-9);
     assert!(
-        balanced.plan.predicted_step_seconds < 0.9 * naive.plan.predicted_step_seconds,
+        balanced.plan.predicted.step_seconds < 0.9 * naive.plan.predicted.step_seconds,
         "balanced {} s vs naive {} s",
-        balanced.plan.predicted_step_seconds,
-        naive.plan.predicted_step_seconds
+        balanced.plan.predicted.step_seconds,
+        naive.plan.predicted.step_seconds
     );
     assert!(naive.fits && balanced.fits);
     println!(
         "pp = 2, 16 micro-batches: balanced {:?} {:.3} s vs naive [8, 8] {:.3} s per step",
-        pipelined.stage_layers,
-        balanced.plan.predicted_step_seconds,
-        naive.plan.predicted_step_seconds
+        pipelined.layout.stage_layers,
+        balanced.plan.predicted.step_seconds,
+        naive.plan.predicted.step_seconds
     );
 }

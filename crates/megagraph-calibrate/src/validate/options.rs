@@ -66,7 +66,7 @@ impl ValidationOptions {
     /// clamped to `steps..=max(steps, max_steps)`.
     pub fn measured_steps(&self, plan: &Plan) -> usize {
         let most = self.steps.max(self.max_steps);
-        let predicted = plan.predicted_step_seconds;
+        let predicted = plan.predicted.step_seconds;
         let wanted = if predicted > 0.0 && self.measured_seconds.is_finite() {
             (self.measured_seconds / predicted).ceil().min(most as f64) as usize
         } else {
@@ -115,21 +115,18 @@ pub struct ValidationProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use megagraph_planner::{ParallelConfig, Prediction};
 
     /// A plan predicted at `predicted` seconds per step.
     fn plan(predicted: f64) -> Plan {
-        Plan {
-            pp: 1,
-            cp: 1,
-            dp: 2,
-            micro_batches: 1,
-            stage_layers: vec![4],
-            predicted_step_seconds: predicted,
-            predicted_peak_bytes_per_device: 1,
-            bottleneck: String::new(),
-            measured_step_seconds: None,
-            measured_peak_bytes_per_device: None,
-        }
+        Plan::predicted(
+            ParallelConfig::uniform(1, 1, 2, 1, 4).unwrap(),
+            Prediction {
+                step_seconds: predicted,
+                peak_bytes_per_device: 1,
+                bottleneck: String::new(),
+            },
+        )
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 /// One plan, predicted and measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ValidatedPlan {
-    /// The plan with `measured_step_seconds` and `measured_peak_bytes_per_device` filled in.
+    /// The plan with its [`measured`](Plan::measured) part filled in.
     pub plan: Plan,
     /// Wall seconds of every measured step.
     pub step_seconds: Vec<f64>,
@@ -73,14 +73,14 @@ pub struct ValidationReport {
 impl ValidatedPlan {
     /// `(predicted - measured) / measured` of the step time.
     pub fn time_error(&self) -> Option<f64> {
-        let measured = self.plan.measured_step_seconds?;
-        (measured > 0.0).then(|| (self.plan.predicted_step_seconds - measured) / measured)
+        let measured = self.plan.measured_step_seconds()?;
+        (measured > 0.0).then(|| (self.plan.predicted.step_seconds - measured) / measured)
     }
 
     /// `(in-turn predicted - measured) / measured` of the step time: the error of the cost
     /// model with a profile measured in turns with the plans, when there is one.
     pub fn in_turn_time_error(&self) -> Option<f64> {
-        let measured = self.plan.measured_step_seconds?;
+        let measured = self.plan.measured_step_seconds()?;
         let predicted = self.in_turn_predicted_step_seconds?;
         (measured > 0.0).then(|| (predicted - measured) / measured)
     }
@@ -88,16 +88,16 @@ impl ValidatedPlan {
     /// Half the range of the measured step times over their median, `(max - min) / (2 *
     /// median)`: how far single steps strayed, to judge a time error against.
     pub fn time_spread(&self) -> Option<f64> {
-        let median = self.plan.measured_step_seconds?;
+        let median = self.plan.measured_step_seconds()?;
         let (min, max) = range(&self.step_seconds);
         (median > 0.0 && min <= max).then(|| (max - min) / (2.0 * median))
     }
 
     /// `(predicted - measured) / measured` of the per-device peak memory, when measured.
     pub fn memory_error(&self) -> Option<f64> {
-        let measured = self.plan.measured_peak_bytes_per_device? as f64;
+        let measured = self.plan.measured_peak_bytes_per_device()? as f64;
         (measured > 0.0)
-            .then(|| (self.plan.predicted_peak_bytes_per_device as f64 - measured) / measured)
+            .then(|| (self.plan.predicted.peak_bytes_per_device as f64 - measured) / measured)
     }
 }
 
@@ -147,16 +147,14 @@ impl ValidationReport {
     /// same layout (its `best` and `candidates`).
     pub fn apply_to(&self, report: &mut PlanReport) {
         for validated in &self.plans {
-            let layout = validated.plan.to_parallel_config();
+            let layout = &validated.plan.layout;
             for plan in report
                 .candidates
                 .iter_mut()
                 .chain(std::iter::once(&mut report.best))
             {
-                if plan.to_parallel_config() == layout {
-                    plan.measured_step_seconds = validated.plan.measured_step_seconds;
-                    plan.measured_peak_bytes_per_device =
-                        validated.plan.measured_peak_bytes_per_device;
+                if plan.layout == *layout {
+                    plan.measured = validated.plan.measured;
                 }
             }
         }
@@ -176,7 +174,7 @@ impl ValidationReport {
     pub fn memory_measured(&self) -> bool {
         self.plans
             .iter()
-            .any(|p| p.plan.measured_peak_bytes_per_device.is_some())
+            .any(|p| p.plan.measured_peak_bytes_per_device().is_some())
     }
 }
 
@@ -216,7 +214,11 @@ impl fmt::Display for ValidationReport {
             let p = &row.plan;
             let name = format!(
                 "pp={} cp={} dp={} m={} {:?}",
-                p.pp, p.cp, p.dp, p.micro_batches, p.stage_layers
+                p.layout.pp,
+                p.layout.cp,
+                p.layout.dp,
+                p.layout.micro_batches,
+                p.layout.stage_layers
             );
             let in_turn_columns = if in_turn {
                 format!(
@@ -232,14 +234,14 @@ impl fmt::Display for ValidationReport {
                 f,
                 "  {:<28} {:>9.3} {:>9} {:>7} {:>8}{in_turn_columns}   {:>10} {:>10} {:>8}",
                 name,
-                p.predicted_step_seconds,
-                p.measured_step_seconds
+                p.predicted.step_seconds,
+                p.measured_step_seconds()
                     .map_or("-".to_string(), |s| format!("{s:.3}")),
                 row.time_spread()
                     .map_or("-".to_string(), |s| format!("±{:.0}%", 100.0 * s)),
                 percent(row.time_error()),
-                format_bytes(p.predicted_peak_bytes_per_device),
-                p.measured_peak_bytes_per_device
+                format_bytes(p.predicted.peak_bytes_per_device),
+                p.measured_peak_bytes_per_device()
                     .map_or("-".to_string(), format_bytes),
                 percent(row.memory_error()),
             )?;
@@ -309,23 +311,25 @@ impl fmt::Display for ValidationReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use megagraph_planner::PassRatios;
+    use megagraph_planner::{Measurement, ParallelConfig, PassRatios, Prediction};
 
     /// A validated plan predicted at `predicted` seconds whose measured steps took `steps`
     /// (median `measured`).
     fn validated(predicted: f64, measured: f64, steps: Vec<f64>) -> ValidatedPlan {
         ValidatedPlan {
             plan: Plan {
-                pp: 1,
-                cp: 1,
-                dp: 2,
-                micro_batches: 1,
-                stage_layers: vec![4],
-                predicted_step_seconds: predicted,
-                predicted_peak_bytes_per_device: 1,
-                bottleneck: String::new(),
-                measured_step_seconds: Some(measured),
-                measured_peak_bytes_per_device: None,
+                measured: Some(Measurement {
+                    step_seconds: measured,
+                    peak_bytes_per_device: None,
+                }),
+                ..Plan::predicted(
+                    ParallelConfig::uniform(1, 1, 2, 1, 4).unwrap(),
+                    Prediction {
+                        step_seconds: predicted,
+                        peak_bytes_per_device: 1,
+                        bottleneck: String::new(),
+                    },
+                )
             },
             step_seconds: steps,
             step_times: Vec::new(),

@@ -8,7 +8,7 @@ use megagraph_parallel::{
     BatchSource, ContextParallelBackend, MemoryMeter, ParallelError, ParallelTrainer, RankReport,
     TrainerOptions,
 };
-use megagraph_planner::{ModelShape, Plan, Workload, WorkloadError};
+use megagraph_planner::{Measurement, ModelShape, Plan, Workload, WorkloadError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,7 +84,12 @@ pub fn validate_plans<B: ContextParallelBackend>(
         Arc::new(SyntheticSource::new(shape, workload.seq_len, options.seed));
     let rounds = options.round_count();
     let failed = |plan: &Plan| {
-        let (pp, cp, dp, micro_batches) = (plan.pp, plan.cp, plan.dp, plan.micro_batches);
+        let (pp, cp, dp, micro_batches) = (
+            plan.layout.pp,
+            plan.layout.cp,
+            plan.layout.dp,
+            plan.layout.micro_batches,
+        );
         move |source: ParallelError| ValidateError::Run {
             pp,
             cp,
@@ -118,7 +123,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
                     .with_timeout(Duration::from_secs(options.timeout_seconds.max(1)))
                     .with_meter(meter.clone());
             let mut trainer = ParallelTrainer::<B>::new(
-                plan.to_parallel_config(),
+                plan.layout.clone(),
                 model,
                 source.clone(),
                 trainer_options,
@@ -174,8 +179,10 @@ pub fn validate_plans<B: ContextParallelBackend>(
             })
             .collect();
         let mut plan = plan.clone();
-        plan.measured_step_seconds = median(seconds.clone());
-        plan.measured_peak_bytes_per_device = rank_peak_bytes.iter().flatten().copied().max();
+        plan.measured = median(seconds.clone()).map(|step_seconds| Measurement {
+            step_seconds,
+            peak_bytes_per_device: rank_peak_bytes.iter().flatten().copied().max(),
+        });
         validated.push(ValidatedPlan {
             plan,
             step_seconds: seconds,

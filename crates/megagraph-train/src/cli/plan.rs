@@ -171,7 +171,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     println!("{}", report.explain());
     if args.profile == ProfileSource::Measured
         && let Some(note) = args.profiling.warm_cache_note(
-            report.best.predicted_peak_bytes_per_device,
+            report.best.predicted.peak_bytes_per_device,
             last_level_cache_bytes(),
         )
     {
@@ -347,7 +347,7 @@ fn validation_chart(validation: &ValidationReport) -> Chart {
         validation,
         "step time",
         ("predicted seconds per step", "measured seconds per step"),
-        |p| Some((p.predicted_step_seconds, p.measured_step_seconds?)),
+        |p| Some((p.predicted.step_seconds, p.measured_step_seconds()?)),
     )
 }
 
@@ -358,9 +358,9 @@ fn memory_chart(validation: &ValidationReport) -> Chart {
         "peak memory per device",
         ("predicted MB per device", "measured MB per device"),
         |p| {
-            let measured = p.measured_peak_bytes_per_device?;
+            let measured = p.measured_peak_bytes_per_device()?;
             Some((
-                p.predicted_peak_bytes_per_device as f64 / 1e6,
+                p.predicted.peak_bytes_per_device as f64 / 1e6,
                 measured as f64 / 1e6,
             ))
         },
@@ -384,7 +384,10 @@ fn predicted_vs_measured(
         let p = &row.plan;
         if let Some(point) = point(p) {
             chart = chart.with_series(Series::new(
-                format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
+                format!(
+                    "pp={} cp={} dp={} m={}",
+                    p.layout.pp, p.layout.cp, p.layout.dp, p.layout.micro_batches
+                ),
                 vec![point],
                 SeriesStyle::Points,
             ));

@@ -177,8 +177,8 @@ fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, s
     log::info!(
         "planned for {}: predicted {:.3} s per step, bottleneck: {}",
         cluster.name,
-        best.predicted_step_seconds,
-        best.bottleneck
+        best.predicted.step_seconds,
+        best.predicted.bottleneck
     );
     Ok(best.to_parallel_config())
 }
