@@ -6,7 +6,7 @@
 
 use crate::latency::{FitError, FitOptions, PiecewiseLinear};
 use crate::profile::{ProfileError, ProfileSample, ProfileTable, ProfiledPart};
-use crate::sharing::SoloRatios;
+use crate::profile::SoloRatios;
 
 /// Fitted forward/backward seconds and saved/peak bytes of one part.
 #[derive(Clone, Debug, PartialEq)]

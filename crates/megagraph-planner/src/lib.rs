@@ -46,6 +46,7 @@ mod profile;
 mod schedule;
 mod search;
 mod sharing;
+mod stage_pass;
 mod simulated;
 mod workload;
 
@@ -58,12 +59,13 @@ pub use megagraph_layout::{ParallelConfig, ParallelConfigError};
 pub use memory::{MemoryBreakdown, format_bytes};
 pub use partition::{Partition, optimal_partition};
 pub use profile::{
-    ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
-    analytic_profile,
+    PassRatios, ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable,
+    ProfiledPart, SoloRatios, analytic_profile,
 };
-pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
+pub use schedule::{BackwardOverlap, one_forward_one_backward_seconds};
 pub use plan::{Measurement, Plan, Prediction};
 pub use search::{PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting};
-pub use sharing::{MachineSharing, PassRatios, SoloRatios};
+pub use sharing::MachineSharing;
+pub use stage_pass::StagePass;
 pub use simulated::{SimulatedReport, SimulatedStudy};
 pub use workload::{ModelShape, Workload, WorkloadError};

@@ -1,6 +1,7 @@
 //! A [`ProfileTable`] as text: one block per part, then the solo ratios.
 
-use super::table::{ProfileTable, ProfiledPart};
+use super::part::ProfiledPart;
+use super::table::ProfileTable;
 use crate::memory::format_bytes;
 
 impl std::fmt::Display for ProfileTable {

@@ -1,6 +1,6 @@
 //! [`ProfileError`]: why a profile cannot be loaded, saved or used.
 
-use super::table::ProfiledPart;
+use super::part::ProfiledPart;
 use std::path::PathBuf;
 
 /// Why a profile cannot be loaded, saved or used.

@@ -11,9 +11,13 @@ mod display;
 mod error;
 mod io;
 mod ladder;
+mod part;
+mod solo;
 mod table;
 
 pub use analytic::analytic_profile;
 pub use error::ProfileError;
 pub use ladder::ProfileLadder;
-pub use table::{ProfileKey, ProfileSample, ProfileTable, ProfiledPart};
+pub use part::ProfiledPart;
+pub use solo::{PassRatios, SoloRatios};
+pub use table::{ProfileKey, ProfileSample, ProfileTable};

@@ -2,7 +2,8 @@
 //! by [`ProfileTable::validate`].
 
 use super::error::ProfileError;
-use crate::sharing::SoloRatios;
+use super::part::ProfiledPart;
+use super::solo::SoloRatios;
 use crate::workload::ModelShape;
 use serde::{Deserialize, Serialize};
 
@@ -33,20 +34,6 @@ fn one() -> usize {
 
 fn is_one(batch: &usize) -> bool {
     *batch == 1
-}
-
-/// The profiled parts of the model (see [`ProfileTable`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProfiledPart {
-    /// The embedding stage (input linear, degree embeddings).
-    Embedding,
-    /// One layer without the attention core.
-    LayerDense,
-    /// One `n x n` attention block.
-    Attention,
-    /// Final layer norm, classifier and loss.
-    Head,
 }
 
 /// What a profile was measured for. Two profiles are interchangeable when their keys are equal.
@@ -121,26 +108,6 @@ pub struct ProfileTable {
     /// profiles, and profiles of one copy: a GPU rank has its device to itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solo: Option<SoloRatios>,
-}
-
-impl ProfiledPart {
-    /// All parts, in model order.
-    pub const ALL: [ProfiledPart; 4] = [
-        Self::Embedding,
-        Self::LayerDense,
-        Self::Attention,
-        Self::Head,
-    ];
-
-    /// The part's name as in the JSON file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Embedding => "embedding",
-            Self::LayerDense => "layer_dense",
-            Self::Attention => "attention",
-            Self::Head => "head",
-        }
-    }
 }
 
 impl ProfileKey {
