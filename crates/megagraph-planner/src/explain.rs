@@ -1,7 +1,7 @@
 //! [`PlanReport::explain`]: a plan report as human-readable tables.
 
 use crate::memory::format_bytes;
-use crate::search::{PlanReport, RejectReason};
+use crate::report::{PlanReport, RejectReason};
 use std::fmt::Write;
 
 /// Ranked alternatives shown by [`PlanReport::explain`].

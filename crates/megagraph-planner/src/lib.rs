@@ -42,6 +42,7 @@ mod memory;
 mod mesh;
 mod partition;
 mod plan;
+mod report;
 mod profile;
 mod schedule;
 mod search;
@@ -64,7 +65,8 @@ pub use profile::{
 };
 pub use schedule::{BackwardOverlap, one_forward_one_backward_seconds};
 pub use plan::{Measurement, Plan, Prediction};
-pub use search::{PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting};
+pub use report::{PlanReport, RejectReason, Rejected, SearchSetting};
+pub use search::{SearchError, SearchOptions};
 pub use sharing::MachineSharing;
 pub use stage_pass::StagePass;
 pub use simulated::{SimulatedReport, SimulatedStudy};

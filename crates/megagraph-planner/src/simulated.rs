@@ -6,7 +6,8 @@ use crate::api::{PlanError, cluster_analytic_profile, plan};
 use crate::cluster::ClusterSpec;
 use crate::memory::format_bytes;
 use crate::plan::Plan;
-use crate::search::{RejectReason, SearchError, SearchOptions};
+use crate::report::RejectReason;
+use crate::search::{SearchError, SearchOptions};
 use crate::workload::{ModelShape, Workload};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -144,7 +145,7 @@ impl SimulatedStudy {
         &self,
         cluster: &ClusterSpec,
         workload: &Workload,
-        outcome: Result<crate::search::PlanReport, PlanError>,
+        outcome: Result<crate::report::PlanReport, PlanError>,
     ) -> Result<SimulatedRow, PlanError> {
         let limit = (cluster.memory_bytes_per_device as f64
             * self.options.memory_fraction.clamp(0.0, 1.0))
