@@ -8,8 +8,8 @@ use megagraph_parallel::CountingAllocator;
 use std::sync::Arc;
 
 use megagraph_calibrate::{
-    InTurnProfile, ProfilerOptions, ThreadAllocatorMeter, ValidationOptions, init_model,
-    measure_profile, validate_plans,
+    InTurn, InTurnProfile, ProfilerOptions, ThreadAllocatorMeter, ValidationOptions, init_model,
+    measure_profile, validate_plans, validate_plans_in_turn,
 };
 use megagraph_planner::{
     ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, SearchOptions, Workload, plan,
@@ -297,4 +297,86 @@ fn one_copy_measures_no_solo_ratios() {
     // and the JSON leaves them out, as profiles measured before them were
     let json = serde_json::to_value(&table).unwrap();
     assert!(json.get("solo").is_none());
+}
+
+#[test]
+fn the_validation_protocol_measures_the_profile_between_rounds() {
+    let shape = tiny();
+    let device = Default::default();
+    let profiler = ProfilerOptions {
+        ladder: ProfileLadder {
+            rows: vec![16, 32],
+            blocks: vec![8, 16],
+            attention_batches: vec![1],
+            max_attention_pairs: 0,
+        },
+        concurrency: 1,
+        repeats: 3,
+        ..options()
+    };
+    let table = measure_profile::<B>(
+        &shape,
+        "flex",
+        "test-cpu",
+        &device,
+        Arc::new(ThreadAllocatorMeter),
+        &profiler,
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = ClusterSpec::from_toml_file(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../configs/clusters/cpu-local.toml"),
+    )
+    .unwrap();
+    let workload = Workload {
+        seq_len: 32,
+        sequences_per_step: 4,
+        dtype_bytes: 4,
+    };
+    let search = SearchOptions::default();
+    let mut report = plan(&cluster, &shape, &workload, &table, &search).unwrap();
+    let top: Vec<_> = report.candidates.iter().take(2).cloned().collect();
+    let options = ValidationOptions {
+        warmup_steps: 1,
+        steps: 2,
+        measured_seconds: 0.0,
+        rounds: 2,
+        ..ValidationOptions::default()
+    };
+    let mut rounds_done = 0;
+    let validation = validate_plans_in_turn::<B>(
+        &shape,
+        &workload,
+        &top,
+        &device,
+        Arc::new(ThreadAllocatorMeter),
+        &options,
+        Some(InTurn {
+            profile: &table,
+            profiler: &profiler,
+            cluster: &cluster,
+            search: &search,
+        }),
+        &mut |p| rounds_done += usize::from(p.round_done),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((validation.rounds, rounds_done), (2, 2));
+    // a session before the rounds and one after each, sharing the profile's 3 timed passes
+    let summary = validation.in_turn_profile.clone().unwrap();
+    assert_eq!((summary.sessions, summary.passes), (3, 3));
+    assert!(summary.session_times[0] < 0.0 && summary.session_times[2] > 0.0);
+    for row in &validation.plans {
+        assert!(row.in_turn_predicted_step_seconds.is_some_and(|s| s > 0.0));
+        assert_eq!(row.step_seconds.len(), 2);
+    }
+    // the measurements land on the report's plans of the same layout
+    validation.apply_to(&mut report);
+    for (plan, row) in report.candidates.iter().zip(&validation.plans) {
+        assert_eq!(plan.layout, row.plan.layout);
+        assert_eq!(plan.measured, row.plan.measured);
+        assert!(plan.measured.is_some());
+    }
+    assert_eq!(report.best.measured, report.candidates[0].measured);
+    assert!(report.candidates[2..].iter().all(|p| p.measured.is_none()));
 }
