@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let report = plan_analytic(&cluster, &ModelShape::paper(), &workload, &SearchOptions::default())?;
     println!("{}", report.explain());
-    let best = report.best.to_parallel_config();
+    let best = &report.best.layout;
     println!(
         "use it: MegaGraphTrainer::parallel(ParallelConfig {{ pp: {}, cp: {}, dp: {}, micro_batches: {}, stage_layers: {:?} }}, devices)",
         best.pp, best.cp, best.dp, best.micro_batches, best.stage_layers

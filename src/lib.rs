@@ -8,8 +8,10 @@
 //! - [`graph`]: graphs, the OGB-layout loader, synthetic graphs, node sequences, distance indexes;
 //! - [`kernels`]: the exact blockwise biased attention op with LSE;
 //! - [`models`]: Graphormer-style Graph Transformer modules;
+//! - [`layout`]: the pp×cp×dp layout of a run and the 1F1B pipeline order;
 //! - [`parallel`]: the pp×cp×dp device mesh;
-//! - [`planner`]: Profile → Model → Search of parallel plans;
+//! - [`planner`]: Model → Search of parallel plans (pure: no Burn runtime);
+//! - [`calibrate`]: the planner's measuring edge: profiler, plan validation, runtime overhead;
 //! - [`train`]: training, configuration and the `megagraph` command line; with Burn's own
 //!   training loop, [`train::MegaGraphTrainer`] (a burn-train learning strategy; see
 //!   [`train::learner`] and `examples/custom_learner.rs`).
@@ -30,8 +32,10 @@
 //! # Ok::<(), megagraph::train::TrainError>(())
 //! ```
 
+pub use megagraph_calibrate as calibrate;
 pub use megagraph_graph as graph;
 pub use megagraph_kernels as kernels;
+pub use megagraph_layout as layout;
 pub use megagraph_models as models;
 pub use megagraph_parallel as parallel;
 pub use megagraph_planner as planner;

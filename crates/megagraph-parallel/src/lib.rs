@@ -33,7 +33,6 @@
 
 #![warn(missing_docs)]
 
-pub mod config;
 mod context;
 mod data;
 mod error;
@@ -42,13 +41,14 @@ mod memory;
 mod mesh;
 pub mod meter;
 pub mod nodes;
-mod pipeline;
 mod stage;
 pub mod threads;
 mod trainer;
 mod worker;
 
-pub use config::{ParallelConfig, ParallelConfigError};
+pub use megagraph_layout::{
+    ParallelConfig, ParallelConfigError, PipelineAction, max_in_flight, one_forward_one_backward,
+};
 pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
 pub use data::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
@@ -56,7 +56,6 @@ pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::{MeshShape, RankCoord};
 pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
-pub use pipeline::{PipelineAction, max_in_flight, one_forward_one_backward};
 pub use stage::{StageModule, trainable};
 pub use trainer::{InjectedFault, OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
 pub use worker::RankReport;

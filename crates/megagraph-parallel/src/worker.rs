@@ -18,10 +18,10 @@ use crate::data::{BatchSource, BlockRequest};
 use crate::gradients::{GradientReducer, flatten, unflatten};
 use crate::mesh::{Activation, ActivationGrad, Control, Links, MeshShape, RankCoord, receive};
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
-use crate::pipeline::{PipelineAction, one_forward_one_backward};
 use crate::stage::{BlockContext, StageModule, fresh_leaves, trainable};
 use crate::threads::panic_message;
 use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
+use megagraph_layout::{PipelineAction, one_forward_one_backward};
 use megagraph_models::masked_cross_entropy;
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;

@@ -4,12 +4,15 @@
 use crate::cluster::{ClusterError, ClusterSpec};
 use crate::cost::CostModel;
 use crate::fitted::{FitProfileError, FittedProfile};
-use crate::memory::MemoryBreakdown;
+use crate::latency::FitOptions;
+use crate::memory::{MemoryBreakdown, MemoryModel};
 use crate::mesh::Mesh;
+use crate::plan::Plan;
 use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile};
-use crate::search::{Plan, PlanReport, SearchError, SearchOptions, search};
+use crate::report::PlanReport;
+use crate::search::{SearchError, SearchOptions, search};
 use crate::workload::{ModelShape, Workload, WorkloadError};
-use megagraph_parallel::{ParallelConfig, ParallelConfigError};
+use megagraph_layout::{ParallelConfig, ParallelConfigError};
 use std::time::Instant;
 
 /// Why planning failed.
@@ -65,7 +68,7 @@ pub struct Evaluation {
 }
 
 /// Builds the cost model of `shape` training on `workload` on `cluster` from `profile`.
-pub fn cost_model(
+pub(crate) fn cost_model(
     cluster: &ClusterSpec,
     shape: &ModelShape,
     workload: &Workload,
@@ -174,4 +177,38 @@ pub fn evaluate(
         memory: estimate.memory,
         memory_limit_bytes: limit,
     })
+}
+
+/// The memory of one device of each stage of `config`, predicted from `profile` for `shape`
+/// training on `workload` (profile fitted with `fit`). Memory does not depend on the cluster's
+/// links, so no cluster is needed; [`evaluate`] gives the same breakdowns with the times.
+///
+/// # Errors
+///
+/// [`PlanError`]: an invalid shape, workload or configuration, or a profile that does not fit
+/// the shape or cannot be fitted.
+pub fn predict_memory(
+    shape: &ModelShape,
+    workload: &Workload,
+    profile: &ProfileTable,
+    config: &ParallelConfig,
+    fit: &FitOptions,
+) -> Result<Vec<MemoryBreakdown>, PlanError> {
+    shape.validate()?;
+    workload.validate()?;
+    config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
+    let fitted = FittedProfile::fit(profile, fit)?;
+    let mesh = Mesh {
+        pp: config.pp,
+        cp: config.cp,
+        dp: config.dp,
+        micro_batches: config.micro_batches,
+    };
+    let model = MemoryModel::new(shape, workload, &fitted, &mesh);
+    Ok(config
+        .stage_layers
+        .iter()
+        .enumerate()
+        .map(|(stage, &layers)| model.stage(stage, layers))
+        .collect())
 }

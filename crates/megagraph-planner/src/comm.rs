@@ -33,8 +33,11 @@ pub fn ring_attention_seconds(steps: usize, compute_per_step: f64, comm_per_step
 /// schedule instead ([`one_forward_one_backward_seconds`]), which gives this for equal stages
 /// and follows unequal forward and backward passes.
 ///
+/// Kept as the reference the tests hold the textbook formula to.
+///
 /// [`one_forward_one_backward_seconds`]: crate::schedule::one_forward_one_backward_seconds
-pub fn pipeline_seconds(stage_seconds: &[f64], micro_batches: usize) -> f64 {
+#[cfg(test)]
+pub(crate) fn pipeline_seconds(stage_seconds: &[f64], micro_batches: usize) -> f64 {
     let max = stage_seconds.iter().copied().fold(0.0, f64::max);
     let sum: f64 = stage_seconds.iter().sum();
     micro_batches.saturating_sub(1) as f64 * max + sum

@@ -23,8 +23,10 @@ use crate::comm::{point_to_point_seconds, ring_all_reduce_seconds, ring_attentio
 use crate::fitted::{FittedProfile, PartFit};
 use crate::memory::{MemoryBreakdown, MemoryModel};
 use crate::mesh::{GroupLink, Mesh};
-use crate::schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
-use crate::sharing::{MachineSharing, PassRatios, SoloRatios};
+use crate::profile::{PassRatios, SoloRatios};
+use crate::schedule::{BackwardOverlap, one_forward_one_backward_seconds};
+use crate::sharing::MachineSharing;
+use crate::stage_pass::StagePass;
 use crate::workload::{ModelShape, Workload};
 
 /// Everything needed to cost candidates of one planning problem.

@@ -1,7 +1,7 @@
 //! [`PlanReport::explain`]: a plan report as human-readable tables.
 
 use crate::memory::format_bytes;
-use crate::search::{PlanReport, RejectReason};
+use crate::report::{PlanReport, RejectReason};
 use std::fmt::Write;
 
 /// Ranked alternatives shown by [`PlanReport::explain`].
@@ -35,15 +35,15 @@ impl PlanReport {
         writeln!(
             out,
             "Best: pp={} cp={} dp={} micro_batches={} stage_layers={:?}: {:.4} s per step, peak {} per device",
-            best.pp,
-            best.cp,
-            best.dp,
-            best.micro_batches,
-            best.stage_layers,
-            best.predicted_step_seconds,
-            format_bytes(best.predicted_peak_bytes_per_device)
+            best.layout.pp,
+            best.layout.cp,
+            best.layout.dp,
+            best.layout.micro_batches,
+            best.layout.stage_layers,
+            best.predicted.step_seconds,
+            format_bytes(best.predicted.peak_bytes_per_device)
         )?;
-        writeln!(out, "Bottleneck: {}", best.bottleneck)?;
+        writeln!(out, "Bottleneck: {}", best.predicted.bottleneck)?;
 
         writeln!(
             out,
@@ -61,15 +61,15 @@ impl PlanReport {
                 out,
                 "{:>4} {:>3} {:>3} {:>3} {:>5}  {:<18} {:>10.4} {:>8.2}x {:>11}  {}",
                 rank + 1,
-                plan.pp,
-                plan.cp,
-                plan.dp,
-                plan.micro_batches,
-                format!("{:?}", plan.stage_layers),
-                plan.predicted_step_seconds,
-                plan.predicted_step_seconds / best.predicted_step_seconds.max(f64::MIN_POSITIVE),
-                format_bytes(plan.predicted_peak_bytes_per_device),
-                plan.bottleneck
+                plan.layout.pp,
+                plan.layout.cp,
+                plan.layout.dp,
+                plan.layout.micro_batches,
+                format!("{:?}", plan.layout.stage_layers),
+                plan.predicted.step_seconds,
+                plan.predicted.step_seconds / best.predicted.step_seconds.max(f64::MIN_POSITIVE),
+                format_bytes(plan.predicted.peak_bytes_per_device),
+                plan.predicted.bottleneck
             )?;
         }
 

@@ -6,7 +6,7 @@
 
 use crate::latency::{FitError, FitOptions, PiecewiseLinear};
 use crate::profile::{ProfileError, ProfileSample, ProfileTable, ProfiledPart};
-use crate::sharing::SoloRatios;
+use crate::profile::SoloRatios;
 
 /// Fitted forward/backward seconds and saved/peak bytes of one part.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,11 +127,6 @@ impl PartFit {
     /// Backward seconds at size `n`.
     pub fn backward_seconds(&self, n: f64) -> f64 {
         self.backward.eval(self.measure(n))
-    }
-
-    /// Forward plus backward seconds at size `n`.
-    pub fn step_seconds(&self, n: f64) -> f64 {
-        self.forward_seconds(n) + self.backward_seconds(n)
     }
 
     /// Bytes kept for the backward pass at `n` rows.

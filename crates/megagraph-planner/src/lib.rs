@@ -1,11 +1,14 @@
 #![warn(missing_docs)]
-//! Profile, model and search hybrid parallel plans (`pp x cp x dp`) for megagraph's Graph
-//! Transformers.
+//! Model and search hybrid parallel plans (`pp x cp x dp`) for megagraph's Graph Transformers.
+//!
+//! The planner is pure: a plan is a function of specs (a [`ClusterSpec`], a [`ModelShape`], a
+//! [`Workload`]) and a [`ProfileTable`]; nothing here runs Burn. Measuring real layers and
+//! running plans to check them is `megagraph-calibrate`'s job.
 //!
 //! **Profile.** A [`ProfileTable`] holds forward/backward seconds and saved/peak bytes of the
 //! model's parts (embedding, dense part of a layer, one attention block, head) at a ladder of
-//! sizes, measured by the trainer's profiler or estimated by [`analytic_profile`] from a
-//! [`ClusterSpec`]'s compute hints.
+//! sizes, measured by `megagraph-calibrate`'s profiler (read with [`ProfileTable::load`]) or
+//! estimated by [`analytic_profile`] from a [`ClusterSpec`]'s compute hints.
 //!
 //! **Model.** Each part's samples are fitted with [`PiecewiseLinear`] functions whose breakpoints
 //! come from the data; the cost model adds ring attention (communication overlapped with block
@@ -14,7 +17,8 @@
 //!
 //! **Search.** Every layout of the devices, every micro-batch count, and for each the exact best
 //! layer-to-stage split under the memory limit ([`optimal_partition`]), ranked into a
-//! [`PlanReport`] whose [`explain`](PlanReport::explain) prints the reasoning.
+//! [`PlanReport`] whose [`explain`](PlanReport::explain) prints the reasoning. [`evaluate`]
+//! predicts one given [`ParallelConfig`], [`predict_memory`] only its memory.
 //!
 //! ```no_run
 //! use megagraph_planner::{ClusterSpec, ModelShape, SearchOptions, Workload, plan_analytic};
@@ -23,54 +27,47 @@
 //! let workload = Workload { seq_len: 65_536, sequences_per_step: 32, dtype_bytes: 4, near_pairs_per_row: None };
 //! let report = plan_analytic(&cluster, &ModelShape::paper(), &workload, &SearchOptions::default())?;
 //! println!("{}", report.explain());
-//! let config = report.best.to_parallel_config();
+//! let config = report.best.layout; // a ParallelConfig
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod api;
-pub mod cluster;
-pub mod comm;
-pub mod cost;
+mod cluster;
+mod comm;
+mod cost;
 mod explain;
-pub mod fitted;
-pub mod latency;
-pub mod memory;
-pub mod mesh;
-pub mod partition;
-pub mod profile;
-pub mod profiler;
-pub mod realize;
-pub mod schedule;
-pub mod search;
-pub mod sharing;
-pub mod simulated;
-pub mod validate;
-pub mod workload;
+mod fitted;
+mod latency;
+mod memory;
+mod mesh;
+mod partition;
+mod plan;
+mod report;
+mod profile;
+mod schedule;
+mod search;
+mod sharing;
+mod stage_pass;
+mod simulated;
+mod workload;
 
 pub use api::{
-    Evaluation, PlanError, cluster_analytic_profile, cost_model, evaluate, plan, plan_analytic,
+    Evaluation, PlanError, cluster_analytic_profile, evaluate, plan, plan_analytic, predict_memory,
 };
 pub use cluster::{ClusterError, ClusterSpec, ComputeHints, LinkSpec};
 pub use latency::{FitOptions, PiecewiseLinear};
-pub use memory::MemoryBreakdown;
+pub use megagraph_layout::{ParallelConfig, ParallelConfigError};
+pub use memory::{MemoryBreakdown, format_bytes};
 pub use partition::{Partition, optimal_partition};
 pub use profile::{
-    ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable, ProfiledPart,
-    analytic_profile,
+    PassRatios, ProfileError, ProfileKey, ProfileLadder, ProfileSample, ProfileTable,
+    ProfiledPart, SoloRatios, analytic_profile,
 };
-pub use profiler::{
-    CacheStatus, InTurnProfile, MeasureError, MemoryMeter, ProfileProgress, ProfilerOptions,
-    ThreadAllocatorMeter, cached_profile, measure_profile,
-};
-pub use realize::{SyntheticSource, init_model, model_config};
-pub use schedule::{BackwardOverlap, StagePass, one_forward_one_backward_seconds};
-pub use search::{
-    Plan, PlanReport, RejectReason, Rejected, SearchError, SearchOptions, SearchSetting, search,
-};
-pub use sharing::{MachineSharing, PassRatios, SoloRatios};
+pub use schedule::{BackwardOverlap, one_forward_one_backward_seconds};
+pub use plan::{Measurement, Plan, Prediction};
+pub use report::{PlanReport, RejectReason, Rejected, SearchSetting};
+pub use search::{SearchError, SearchOptions};
+pub use sharing::MachineSharing;
+pub use stage_pass::StagePass;
 pub use simulated::{SimulatedReport, SimulatedStudy};
-pub use validate::{
-    InTurnSummary, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
-    ValidationReport, validate_plans,
-};
 pub use workload::{ModelShape, Workload, WorkloadError};

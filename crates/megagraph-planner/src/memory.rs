@@ -129,7 +129,7 @@ pub struct MemoryModel {
 impl MemoryModel {
     /// Coefficients for `mesh` training `shape` on `workload`, activations from `fitted`.
     ///
-    /// Expects a mesh that [`ParallelConfig::validate`](megagraph_parallel::ParallelConfig::validate)
+    /// Expects a mesh that [`ParallelConfig::validate`](megagraph_layout::ParallelConfig::validate)
     /// accepts (`cp | S`, `dp * m | sequences_per_step`).
     pub fn new(
         shape: &ModelShape,

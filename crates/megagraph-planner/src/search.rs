@@ -2,17 +2,18 @@
 //! for each the exact best layer split ([`optimal_partition`]) under the memory limit, ranked by
 //! predicted step time into a [`PlanReport`].
 
-use crate::cost::{CandidateCost, CostModel, StepEstimate};
+use crate::cost::{CandidateCost, CostModel};
 use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, format_bytes};
 use crate::mesh::Mesh;
 use crate::partition::optimal_partition;
-use megagraph_parallel::{ParallelConfig, ParallelConfigError};
-use serde::{Deserialize, Serialize, Serializer};
-use std::fmt;
+use crate::plan::Plan;
+use crate::report::{PlanReport, RejectReason, Rejected, SearchSetting};
+use megagraph_layout::ParallelConfig;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Options of [`search`].
+/// Options of the search ([`plan`](crate::plan)).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchOptions {
     /// Largest micro-batch count tried (every divisor of a replica's sequences per step up to
@@ -26,104 +27,6 @@ pub struct SearchOptions {
     pub time_tolerance: f64,
     /// How profiles are fitted.
     pub fit: FitOptions,
-}
-
-/// A ranked plan. Serialized with exactly these field names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    /// Pipeline stages.
-    pub pp: usize,
-    /// Context-parallel degree.
-    pub cp: usize,
-    /// Data-parallel degree.
-    pub dp: usize,
-    /// Micro-batches per step and replica.
-    pub micro_batches: usize,
-    /// Layers per stage (stage 0 also holds the embedding stage).
-    pub stage_layers: Vec<usize>,
-    /// Predicted seconds per optimizer step.
-    pub predicted_step_seconds: f64,
-    /// Predicted peak bytes of the fullest device.
-    pub predicted_peak_bytes_per_device: u64,
-    /// What limits the step, in words.
-    pub bottleneck: String,
-    /// Measured seconds per step (median after warm-up) when the plan was run by
-    /// [`validate_plans`](crate::validate::validate_plans); absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured_step_seconds: Option<f64>,
-    /// Measured peak bytes of the fullest device (the largest per-rank peak of live bytes)
-    /// when the plan was validated with memory accounting; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured_peak_bytes_per_device: Option<u64>,
-}
-
-/// A configuration the search did not keep, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Rejected {
-    /// The configuration. For layouts rejected before micro-batches were chosen,
-    /// `micro_batches` is 1 and `stage_layers` the uniform split (empty when `pp > layers`); for
-    /// out-of-memory rejections, the split with the smallest memory excess.
-    pub config: ParallelConfig,
-    /// Why it was rejected.
-    pub reason: RejectReason,
-}
-
-/// Why a configuration was rejected.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RejectReason {
-    /// The degrees do not fit the model or workload (e.g. `cp` does not divide `S`,
-    /// `pp > layers`, `dp` does not divide the sequences per step).
-    Invalid {
-        /// The validation error (serialized as its message).
-        #[serde(serialize_with = "serialize_display")]
-        error: ParallelConfigError,
-    },
-    /// No layer split fits in memory. Reported for the split with the smallest excess.
-    OutOfMemory {
-        /// The stage over the limit (the fullest one).
-        stage: usize,
-        /// Bytes that stage needs per device.
-        needed_bytes: u64,
-        /// Usable bytes per device.
-        limit_bytes: u64,
-        /// That stage's memory by term.
-        breakdown: MemoryBreakdown,
-    },
-}
-
-/// The outcome of a search.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PlanReport {
-    /// The fastest plan that fits (`candidates[0]`).
-    pub best: Plan,
-    /// Every plan that fits, fastest first.
-    pub candidates: Vec<Plan>,
-    /// Every configuration that was rejected, with its reason.
-    pub rejected: Vec<Rejected>,
-    /// Wall-clock seconds the search took.
-    pub search_seconds: f64,
-    /// Memory of one device of each stage of the best plan.
-    pub best_memory: Vec<MemoryBreakdown>,
-    /// What was searched.
-    pub setting: SearchSetting,
-}
-
-/// The problem a [`PlanReport`] answers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SearchSetting {
-    /// Cluster name.
-    pub cluster: String,
-    /// Devices used.
-    pub devices: usize,
-    /// Usable bytes per device.
-    pub memory_limit_bytes: u64,
-    /// Model layers.
-    pub layers: usize,
-    /// Nodes per sequence.
-    pub seq_len: usize,
-    /// Sequences per step.
-    pub sequences_per_step: usize,
 }
 
 /// Why a search found no plan.
@@ -176,101 +79,16 @@ impl Default for SearchOptions {
     }
 }
 
-impl Plan {
-    /// The plan's degrees and split as a [`ParallelConfig`].
-    pub fn to_parallel_config(&self) -> ParallelConfig {
-        ParallelConfig {
-            pp: self.pp,
-            cp: self.cp,
-            dp: self.dp,
-            micro_batches: self.micro_batches,
-            stage_layers: self.stage_layers.clone(),
-        }
-    }
-
-    /// A plan from a mesh, its split and their estimate.
-    pub fn from_estimate(mesh: &Mesh, stage_layers: Vec<usize>, estimate: &StepEstimate) -> Self {
-        Self {
-            pp: mesh.pp,
-            cp: mesh.cp,
-            dp: mesh.dp,
-            micro_batches: mesh.micro_batches,
-            stage_layers,
-            predicted_step_seconds: estimate.step_seconds,
-            predicted_peak_bytes_per_device: estimate.peak_bytes,
-            bottleneck: estimate.bottleneck.clone(),
-            measured_step_seconds: None,
-            measured_peak_bytes_per_device: None,
-        }
-    }
-}
-
-impl RejectReason {
-    /// For out-of-memory rejections, the bytes over the limit.
-    pub fn over_by_bytes(&self) -> Option<u64> {
-        match self {
-            Self::OutOfMemory {
-                needed_bytes,
-                limit_bytes,
-                ..
-            } => Some(needed_bytes.saturating_sub(*limit_bytes)),
-            Self::Invalid { .. } => None,
-        }
-    }
-}
-
-impl fmt::Display for RejectReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Invalid { error } => write!(f, "{error}"),
-            Self::OutOfMemory {
-                stage,
-                needed_bytes,
-                limit_bytes,
-                breakdown,
-            } => {
-                let (term, bytes) = breakdown.largest();
-                write!(
-                    f,
-                    "out of memory on stage {stage} by {}: needs {} of {} (largest: {term} {}; in flight: {} micro-batch(es))",
-                    format_bytes(needed_bytes.saturating_sub(*limit_bytes)),
-                    format_bytes(*needed_bytes),
-                    format_bytes(*limit_bytes),
-                    format_bytes(bytes),
-                    breakdown.in_flight_micro_batches
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for RejectReason {}
-
-impl fmt::Display for Rejected {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.config;
-        write!(
-            f,
-            "pp={} cp={} dp={} micro_batches={}: {}",
-            c.pp, c.cp, c.dp, c.micro_batches, self.reason
-        )
-    }
-}
-
-fn serialize_display<T: fmt::Display, S: Serializer>(
-    value: &T,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serializer.collect_str(value)
-}
-
 /// The divisors of `n`, increasing.
 pub(crate) fn divisors(n: usize) -> Vec<usize> {
     (1..=n).filter(|&d| n.is_multiple_of(d)).collect()
 }
 
 /// Searches every layout of `model`'s cluster (all its devices) and returns the ranked plans.
-pub fn search(model: &CostModel, options: &SearchOptions) -> Result<PlanReport, SearchError> {
+pub(crate) fn search(
+    model: &CostModel,
+    options: &SearchOptions,
+) -> Result<PlanReport, SearchError> {
     let started = Instant::now();
     let cluster = model.cluster();
     let shape = model.shape();
@@ -327,27 +145,37 @@ pub fn search(model: &CostModel, options: &SearchOptions) -> Result<PlanReport, 
     }
 
     candidates.sort_by(|a: &(Plan, Vec<MemoryBreakdown>), b| {
-        a.0.predicted_step_seconds
-            .total_cmp(&b.0.predicted_step_seconds)
+        a.0.predicted
+            .step_seconds
+            .total_cmp(&b.0.predicted.step_seconds)
             .then(
-                a.0.predicted_peak_bytes_per_device
-                    .cmp(&b.0.predicted_peak_bytes_per_device),
+                a.0.predicted
+                    .peak_bytes_per_device
+                    .cmp(&b.0.predicted.peak_bytes_per_device),
             )
-            .then((a.0.pp, a.0.cp, a.0.dp, a.0.micro_batches).cmp(&(
-                b.0.pp,
-                b.0.cp,
-                b.0.dp,
-                b.0.micro_batches,
-            )))
+            .then(
+                (
+                    a.0.layout.pp,
+                    a.0.layout.cp,
+                    a.0.layout.dp,
+                    a.0.layout.micro_batches,
+                )
+                    .cmp(&(
+                        b.0.layout.pp,
+                        b.0.layout.cp,
+                        b.0.layout.dp,
+                        b.0.layout.micro_batches,
+                    )),
+            )
     });
     // Among the plans about as fast as the fastest, the leanest goes first.
-    if let Some(fastest) = candidates.first().map(|c| c.0.predicted_step_seconds) {
+    if let Some(fastest) = candidates.first().map(|c| c.0.predicted.step_seconds) {
         let within = fastest * (1.0 + options.time_tolerance.max(0.0));
         let leanest = candidates
             .iter()
             .enumerate()
-            .take_while(|(_, c)| c.0.predicted_step_seconds <= within)
-            .min_by_key(|(_, c)| c.0.predicted_peak_bytes_per_device)
+            .take_while(|(_, c)| c.0.predicted.step_seconds <= within)
+            .min_by_key(|(_, c)| c.0.predicted.peak_bytes_per_device)
             .map(|(index, _)| index)
             .unwrap_or(0);
         let chosen = candidates.remove(leanest);
@@ -484,6 +312,7 @@ mod tests {
     use crate::fitted::FittedProfile;
     use crate::profile::{ProfileLadder, analytic_profile};
     use crate::workload::{ModelShape, Workload};
+    use megagraph_layout::ParallelConfigError;
 
     fn model(
         devices_per_node: usize,
@@ -553,27 +382,27 @@ mod tests {
         let limit = report.setting.memory_limit_bytes;
         assert_eq!(limit, 22_800_000_000);
         for plan in &report.candidates {
-            assert!(plan.predicted_peak_bytes_per_device <= limit, "{plan:?}");
-            assert_eq!(plan.pp * plan.cp * plan.dp, 4);
-            plan.to_parallel_config().validate(16, 98_304, 8).unwrap();
+            assert!(plan.predicted.peak_bytes_per_device <= limit, "{plan:?}");
+            assert_eq!(plan.layout.pp * plan.layout.cp * plan.layout.dp, 4);
+            plan.layout.validate(16, 98_304, 8).unwrap();
         }
         // Ranked by time, except that the leanest plan within 1% of the fastest goes first.
         for pair in report.candidates[1..].windows(2) {
-            assert!(pair[0].predicted_step_seconds <= pair[1].predicted_step_seconds);
+            assert!(pair[0].predicted.step_seconds <= pair[1].predicted.step_seconds);
         }
         let fastest = report
             .candidates
             .iter()
-            .map(|p| p.predicted_step_seconds)
+            .map(|p| p.predicted.step_seconds)
             .fold(f64::INFINITY, f64::min);
-        assert!(report.best.predicted_step_seconds <= 1.01 * fastest);
+        assert!(report.best.predicted.step_seconds <= 1.01 * fastest);
         for plan in report
             .candidates
             .iter()
-            .filter(|p| p.predicted_step_seconds <= 1.01 * fastest)
+            .filter(|p| p.predicted.step_seconds <= 1.01 * fastest)
         {
             assert!(
-                report.best.predicted_peak_bytes_per_device <= plan.predicted_peak_bytes_per_device
+                report.best.predicted.peak_bytes_per_device <= plan.predicted.peak_bytes_per_device
             );
         }
         assert_eq!(report.best, report.candidates[0]);
@@ -644,7 +473,7 @@ mod tests {
             })
         );
         for plan in &report.candidates {
-            plan.to_parallel_config().validate(2, 2_004, 6).unwrap();
+            plan.layout.validate(2, 2_004, 6).unwrap();
         }
         let json = serde_json::to_value(&report.rejected[0]).unwrap();
         assert!(

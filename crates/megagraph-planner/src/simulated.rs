@@ -5,7 +5,9 @@
 use crate::api::{PlanError, cluster_analytic_profile, plan};
 use crate::cluster::ClusterSpec;
 use crate::memory::format_bytes;
-use crate::search::{Plan, RejectReason, SearchError, SearchOptions};
+use crate::plan::Plan;
+use crate::report::RejectReason;
+use crate::search::{SearchError, SearchOptions};
 use crate::workload::{ModelShape, Workload};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -144,7 +146,7 @@ impl SimulatedStudy {
         &self,
         cluster: &ClusterSpec,
         workload: &Workload,
-        outcome: Result<crate::search::PlanReport, PlanError>,
+        outcome: Result<crate::report::PlanReport, PlanError>,
     ) -> Result<SimulatedRow, PlanError> {
         let limit = (cluster.memory_bytes_per_device as f64
             * self.options.memory_fraction.clamp(0.0, 1.0))
@@ -154,7 +156,7 @@ impl SimulatedStudy {
                 let fitting: BTreeSet<(usize, usize, usize)> = report
                     .candidates
                     .iter()
-                    .map(|p| (p.pp, p.cp, p.dp))
+                    .map(|p| (p.layout.pp, p.layout.cp, p.layout.dp))
                     .collect();
                 let feasible = report.candidates.len();
                 (Some((report.best, feasible)), fitting, report.rejected)
@@ -238,16 +240,20 @@ impl fmt::Display for SimulatedReport {
                 Some(best) => (
                     format!(
                         "{}x{}x{} mb={} {:?}",
-                        best.pp, best.cp, best.dp, best.micro_batches, best.stage_layers
+                        best.layout.pp,
+                        best.layout.cp,
+                        best.layout.dp,
+                        best.layout.micro_batches,
+                        best.layout.stage_layers
                     ),
-                    format!("{:.3}", best.predicted_step_seconds),
+                    format!("{:.3}", best.predicted.step_seconds),
                     single.map_or("-".to_string(), |one| {
                         format!(
                             "{:.2}x",
-                            one.predicted_step_seconds / best.predicted_step_seconds
+                            one.predicted.step_seconds / best.predicted.step_seconds
                         )
                     }),
-                    format_bytes(best.predicted_peak_bytes_per_device),
+                    format_bytes(best.predicted.peak_bytes_per_device),
                 ),
                 None => (
                     "NOTHING FITS".to_string(),

@@ -92,22 +92,6 @@ impl ModelShape {
         }
     }
 
-    /// The shape of the model `config` builds. A model without node features (node-id
-    /// embeddings) counts as `feature_dim = 1`: its input costs one row lookup per node.
-    pub fn of(config: &megagraph_models::GraphTransformerConfig) -> Self {
-        Self {
-            layers: config.num_layers,
-            heads: config.num_heads,
-            hidden: config.hidden,
-            ffn: config.ffn_hidden,
-            feature_dim: config.feature_dim.unwrap_or(1),
-            num_classes: config.num_classes,
-            distance_buckets: config.num_buckets(),
-            degree_buckets: config.max_degree + 1,
-            key_tile: config.block_size,
-        }
-    }
-
     /// Checks that every size is positive and `heads` divides `hidden`.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         for (field, value) in [

@@ -1,10 +1,9 @@
 //! End to end: shipped cluster files, planning with an analytic or a loaded profile, explaining
 //! the result, and comparing a planned pipeline split with the naive uniform one.
 
-use megagraph_parallel::ParallelConfig;
 use megagraph_planner::{
-    ClusterSpec, ModelShape, ProfileTable, SearchOptions, Workload, cluster_analytic_profile,
-    evaluate, plan, plan_analytic,
+    ClusterSpec, ModelShape, ParallelConfig, ProfileTable, SearchOptions, Workload,
+    cluster_analytic_profile, evaluate, plan, plan_analytic,
 };
 use std::path::{Path, PathBuf};
 
@@ -59,10 +58,10 @@ fn plans_and_explains_on_this_machine() {
         near_pairs_per_row: None,
     };
     let report = plan_analytic(&cluster, &shape, &workload, &SearchOptions::default()).unwrap();
-    assert_eq!(report.best.to_parallel_config().world_size(), 2);
+    assert_eq!(report.best.layout.world_size(), 2);
     report
         .best
-        .to_parallel_config()
+        .layout
         .validate(shape.layers, workload.seq_len, workload.sequences_per_step)
         .unwrap();
     let text = report.explain();
@@ -127,7 +126,8 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
     // Keep only sizes where the embedding was rescaled (both ladders share them).
     profile.embedding.retain(|s| s.size <= 1 << 18);
     let dir = tempfile::tempdir().unwrap();
-    let path = profile.save_cached(dir.path()).unwrap();
+    let path = dir.path().join("profile.json");
+    profile.save(&path).unwrap();
     let profile = ProfileTable::load(&path).unwrap();
 
     let options = SearchOptions::default();
@@ -135,12 +135,12 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
     let pipelined = report
         .candidates
         .iter()
-        .find(|p| p.pp == 2 && p.micro_batches == 16)
+        .find(|p| p.layout.pp == 2 && p.layout.micro_batches == 16)
         .expect("a pp = 2 plan with 16 micro-batches fits");
     assert!(
-        pipelined.stage_layers[0] < pipelined.stage_layers[1],
+        pipelined.layout.stage_layers[0] < pipelined.layout.stage_layers[1],
         "stage 0 carries the embedding and must get fewer layers: {:?}",
-        pipelined.stage_layers
+        pipelined.layout.stage_layers
     );
     let naive = ParallelConfig::uniform(2, 1, 1, 16, 16).unwrap();
     let naive = evaluate(&cluster, &shape, &workload, &profile, &naive, &options).unwrap();
@@ -149,22 +149,22 @@ fn balanced_split_beats_the_naive_one_when_the_embedding_is_heavy() {
         &shape,
         &workload,
         &profile,
-        &pipelined.to_parallel_config(),
+        &pipelined.layout,
         &options,
     )
     .unwrap();
-    assert!((balanced.plan.predicted_step_seconds - pipelined.predicted_step_seconds).abs() < 1e-9);
+    assert!((balanced.plan.predicted.step_seconds - pipelined.predicted.step_seconds).abs() < 1e-9);
     assert!(
-        balanced.plan.predicted_step_seconds < 0.9 * naive.plan.predicted_step_seconds,
+        balanced.plan.predicted.step_seconds < 0.9 * naive.plan.predicted.step_seconds,
         "balanced {} s vs naive {} s",
-        balanced.plan.predicted_step_seconds,
-        naive.plan.predicted_step_seconds
+        balanced.plan.predicted.step_seconds,
+        naive.plan.predicted.step_seconds
     );
     assert!(naive.fits && balanced.fits);
     println!(
         "pp = 2, 16 micro-batches: balanced {:?} {:.3} s vs naive [8, 8] {:.3} s per step",
-        pipelined.stage_layers,
-        balanced.plan.predicted_step_seconds,
-        naive.plan.predicted_step_seconds
+        pipelined.layout.stage_layers,
+        balanced.plan.predicted.step_seconds,
+        naive.plan.predicted.step_seconds
     );
 }

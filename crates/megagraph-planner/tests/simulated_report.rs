@@ -39,9 +39,13 @@ fn simulated_report_is_consistent() {
     assert_eq!(report.rows.len(), 3 * 5);
     for row in &report.rows {
         if let Some(best) = &row.best {
-            assert_eq!(best.pp * best.cp * best.dp, row.devices, "{row:?}");
+            assert_eq!(
+                best.layout.pp * best.layout.cp * best.layout.dp,
+                row.devices,
+                "{row:?}"
+            );
             assert!(
-                best.predicted_peak_bytes_per_device <= row.memory_limit_bytes,
+                best.predicted.peak_bytes_per_device <= row.memory_limit_bytes,
                 "{row:?}"
             );
             assert_eq!(row.sequences_per_step, (1 << 21) / row.seq_len);
@@ -76,7 +80,7 @@ fn simulated_report_is_consistent() {
             .rows
             .iter()
             .filter(|r| r.seq_len == seq_len && r.devices <= 8)
-            .filter_map(|r| r.best.as_ref().map(|b| b.predicted_step_seconds))
+            .filter_map(|r| r.best.as_ref().map(|b| b.predicted.step_seconds))
             .collect();
         for pair in times.windows(2) {
             assert!(pair[1] <= pair[0], "S = {seq_len}: {times:?}");

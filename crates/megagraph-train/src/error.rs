@@ -54,10 +54,13 @@ pub enum TrainError {
     Plan(#[from] megagraph_planner::PlanError),
     /// Measuring a profile failed.
     #[error(transparent)]
-    Measure(#[from] megagraph_planner::MeasureError),
+    Measure(#[from] megagraph_calibrate::MeasureError),
     /// Running plans to validate them failed.
     #[error(transparent)]
-    Validate(#[from] megagraph_planner::ValidateError),
+    Validate(#[from] megagraph_calibrate::ValidateError),
+    /// Validating plans with the profile measured in turn failed.
+    #[error(transparent)]
+    Calibrate(#[from] megagraph_calibrate::CalibrateError),
     /// A plan file (`--plan FILE`) could not be read.
     #[error("plan file {path}: {message}")]
     PlanFile {

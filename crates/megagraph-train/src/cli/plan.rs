@@ -3,12 +3,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
+use megagraph_calibrate::{
+    InTurn, MemoryMeter, ValidationOptions, ValidationProgress, ValidationReport, model_shape,
+    validate_plans_in_turn,
+};
 use megagraph_models::ModelPreset;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
-    ClusterSpec, InTurnProfile, MemoryMeter, ModelShape, Plan, PlanReport, ProfilerOptions,
-    SearchOptions, ValidationOptions, ValidationProgress, ValidationReport, Workload,
-    cluster_analytic_profile, plan as search_plan, validate_plans,
+    ClusterSpec, ModelShape, Plan, SearchOptions, Workload, cluster_analytic_profile,
+    plan as search_plan,
 };
 
 use super::backend::{BackendChoice, BackendJob};
@@ -111,7 +114,7 @@ impl ModelSpecArgs {
             1,
             self.classes,
         ));
-        Ok(ModelShape::of(&megagraph_models::GraphTransformerConfig {
+        Ok(model_shape(&megagraph_models::GraphTransformerConfig {
             num_layers: self.shape.layers.unwrap_or(base.num_layers),
             num_heads: self.shape.heads.unwrap_or(base.num_heads),
             hidden: self.shape.hidden.unwrap_or(base.hidden),
@@ -169,7 +172,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     println!("{}", report.explain());
     if args.profile == ProfileSource::Measured
         && let Some(note) = args.profiling.warm_cache_note(
-            report.best.predicted_peak_bytes_per_device,
+            report.best.predicted.peak_bytes_per_device,
             last_level_cache_bytes(),
         )
     {
@@ -183,14 +186,17 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             .cloned()
             .collect();
         // a measured profile is measured again in turns with the plans
-        let in_turn = match args.profile {
-            ProfileSource::Measured => Some((
-                InTurnProfile::new(profile.clone()),
-                args.profiling.options(&cluster)?,
-            )),
+        let profiler = match args.profile {
+            ProfileSource::Measured => Some(args.profiling.options(&cluster)?),
             ProfileSource::Analytic => None,
         };
-        let (mut validation, in_turn) = validate(
+        let in_turn = profiler.as_ref().map(|profiler| InTurn {
+            profile: &profile,
+            profiler,
+            cluster: &cluster,
+            search: &options,
+        });
+        let validation = validate(
             args.profiling.backend,
             &shape,
             &workload,
@@ -202,11 +208,8 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             },
             in_turn,
         )?;
-        if let Some(in_turn) = &in_turn {
-            validation.add_in_turn_predictions(in_turn, &cluster, &shape, &workload, &options)?;
-        }
         println!("\n{validation}");
-        apply_validation(&mut report, &validation);
+        validation.apply_to(&mut report);
         Some(validation)
     } else {
         None
@@ -269,8 +272,8 @@ fn validate(
     workload: &Workload,
     plans: &[Plan],
     options: ValidationOptions,
-    in_turn: Option<(InTurnProfile, ProfilerOptions)>,
-) -> Result<(ValidationReport, Option<InTurnProfile>)> {
+    in_turn: Option<InTurn<'_>>,
+) -> Result<ValidationReport> {
     backend.run(ValidateJob {
         shape,
         workload,
@@ -280,19 +283,19 @@ fn validate(
     })
 }
 
-/// [`validate_plans`] with a progress bar, on the chosen backend.
+/// [`validate_plans_in_turn`] with a progress bar, on the chosen backend.
 struct ValidateJob<'a> {
     shape: &'a ModelShape,
     workload: &'a Workload,
     plans: &'a [Plan],
     options: ValidationOptions,
     /// The measured profile to measure again in turns with the plans (before the validation
-    /// and after every round), and how to measure it.
-    in_turn: Option<(InTurnProfile, ProfilerOptions)>,
+    /// and after every round), and what the plans were searched with.
+    in_turn: Option<InTurn<'a>>,
 }
 
 impl BackendJob for ValidateJob<'_> {
-    type Output = (ValidationReport, Option<InTurnProfile>);
+    type Output = ValidationReport;
 
     fn run<B: ContextParallelBackend>(
         self,
@@ -310,81 +313,32 @@ impl BackendJob for ValidateJob<'_> {
         let bar = std::io::stderr()
             .is_terminal()
             .then(|| progress_bar(total, "validating [{bar:30}] {pos}/{len} steps {msg}"));
-        let (mut in_turn, profiler) = self.in_turn.unzip();
-        // a session of the profile in turn: a warm-up pass (the session's modules are new) and
-        // the profile's timed passes split over the sessions (one before the rounds, one after
-        // each)
-        let sessions = options.round_count() + 1;
-        let session = profiler.map(|profiler| ProfilerOptions {
-            warmup: 1,
-            repeats: profiler.repeats.div_ceil(sessions),
-            ..profiler
-        });
-        let measure_in_turn = |in_turn: &mut Option<InTurnProfile>| match (in_turn, &session) {
-            (Some(in_turn), Some(session)) => {
-                in_turn.measure::<B>(self.shape, &devices[0], meter.as_ref(), session)
+        let mut progress = |p: ValidationProgress| match &bar {
+            Some(bar) => {
+                bar.inc(1);
+                bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
             }
-            _ => Ok(()),
-        };
-        measure_in_turn(&mut in_turn)?;
-        let mut in_turn_failed = None;
-        let mut progress = |p: ValidationProgress| {
-            match &bar {
-                Some(bar) => {
-                    bar.inc(1);
-                    bar.set_message(format!("plan {}/{}", p.plan + 1, p.plans));
-                }
-                None => {
-                    if announced != Some(p.round) {
-                        announced = Some(p.round);
-                        eprintln!("validation round {}/{}", p.round + 1, p.rounds);
-                    }
+            None => {
+                if announced != Some(p.round) {
+                    announced = Some(p.round);
+                    eprintln!("validation round {}/{}", p.round + 1, p.rounds);
                 }
             }
-            if p.round_done
-                && in_turn_failed.is_none()
-                && let Err(error) = measure_in_turn(&mut in_turn)
-            {
-                in_turn_failed = Some(error);
-            }
         };
-        let report = validate_plans::<B>(
+        let report = validate_plans_in_turn::<B>(
             self.shape,
             self.workload,
             self.plans,
             &devices[0],
-            meter.clone(),
+            meter,
             options,
+            self.in_turn,
             &mut progress,
         );
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
-        let report = report?;
-        if let Some(error) = in_turn_failed {
-            return Err(error.into());
-        }
-        Ok((report, in_turn))
-    }
-}
-
-/// Copies the measurements of `validation` into the matching plans of `report`.
-fn apply_validation(report: &mut PlanReport, validation: &ValidationReport) {
-    let same = |a: &Plan, b: &Plan| {
-        (a.pp, a.cp, a.dp, a.micro_batches, &a.stage_layers)
-            == (b.pp, b.cp, b.dp, b.micro_batches, &b.stage_layers)
-    };
-    for validated in &validation.plans {
-        for plan in report
-            .candidates
-            .iter_mut()
-            .chain(std::iter::once(&mut report.best))
-        {
-            if same(plan, &validated.plan) {
-                plan.measured_step_seconds = validated.plan.measured_step_seconds;
-                plan.measured_peak_bytes_per_device = validated.plan.measured_peak_bytes_per_device;
-            }
-        }
+        Ok(report?)
     }
 }
 
@@ -394,7 +348,7 @@ fn validation_chart(validation: &ValidationReport) -> Chart {
         validation,
         "step time",
         ("predicted seconds per step", "measured seconds per step"),
-        |p| Some((p.predicted_step_seconds, p.measured_step_seconds?)),
+        |p| Some((p.predicted.step_seconds, p.measured_step_seconds()?)),
     )
 }
 
@@ -405,9 +359,9 @@ fn memory_chart(validation: &ValidationReport) -> Chart {
         "peak memory per device",
         ("predicted MB per device", "measured MB per device"),
         |p| {
-            let measured = p.measured_peak_bytes_per_device?;
+            let measured = p.measured_peak_bytes_per_device()?;
             Some((
-                p.predicted_peak_bytes_per_device as f64 / 1e6,
+                p.predicted.peak_bytes_per_device as f64 / 1e6,
                 measured as f64 / 1e6,
             ))
         },
@@ -431,7 +385,10 @@ fn predicted_vs_measured(
         let p = &row.plan;
         if let Some(point) = point(p) {
             chart = chart.with_series(Series::new(
-                format!("pp={} cp={} dp={} m={}", p.pp, p.cp, p.dp, p.micro_batches),
+                format!(
+                    "pp={} cp={} dp={} m={}",
+                    p.layout.pp, p.layout.cp, p.layout.dp, p.layout.micro_batches
+                ),
                 vec![point],
                 SeriesStyle::Points,
             ));

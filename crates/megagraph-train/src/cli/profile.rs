@@ -3,12 +3,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
+use megagraph_calibrate::{
+    CacheStatus, MemoryMeter, ProfileProgress, ProfilerOptions, cached_profile, ladder_points,
+    measure_profile,
+};
 use megagraph_graph::default_cache_dir;
 use megagraph_parallel::ContextParallelBackend;
-use megagraph_planner::{
-    CacheStatus, ClusterSpec, MemoryMeter, ModelShape, ProfileKey, ProfileLadder, ProfileProgress,
-    ProfileTable, ProfilerOptions, cached_profile, measure_profile,
-};
+use megagraph_planner::{ClusterSpec, ModelShape, ProfileKey, ProfileLadder, ProfileTable};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
@@ -172,7 +173,7 @@ pub fn measured_profile(
                 device_name: &cluster.device,
                 options: &options,
             })
-            .map_err(|error| megagraph_planner::MeasureError::Backend(error.to_string()))?
+            .map_err(|error| megagraph_calibrate::MeasureError::Backend(error.to_string()))?
     })?;
     Ok(found)
 }
@@ -185,7 +186,7 @@ struct MeasureJob<'a> {
 }
 
 impl BackendJob for MeasureJob<'_> {
-    type Output = std::result::Result<ProfileTable, megagraph_planner::MeasureError>;
+    type Output = std::result::Result<ProfileTable, megagraph_calibrate::MeasureError>;
 
     fn run<B: ContextParallelBackend>(
         self,
@@ -193,7 +194,7 @@ impl BackendJob for MeasureJob<'_> {
         devices: Vec<B::Device>,
         meter: Arc<dyn MemoryMeter>,
     ) -> Result<Self::Output> {
-        let total = megagraph_planner::profiler::jobs(&self.options.ladder).len()
+        let total = ladder_points(&self.options.ladder).len()
             * (self.options.warmup + self.options.repeats);
         // without a terminal, a line every 5%
         let every = (total / 20).max(1);

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use megagraph_models::GraphTransformerConfig;
 use megagraph_parallel::{ParallelConfig, ParallelConfigError, padded_len};
-use megagraph_planner::{ClusterSpec, ModelShape, PlanError, SearchOptions, Workload, plan_analytic};
-use serde::Deserialize;
+use megagraph_calibrate::model_shape;
+use megagraph_planner::{ClusterSpec, PlanError, SearchOptions, Workload, plan_analytic};
 
 use crate::config::MeshConfig;
 use crate::error::{Result, TrainError};
@@ -40,17 +40,6 @@ impl StepShape {
             rest => rest,
         }
     }
-}
-
-/// The layout fields of a plan, as written by `megagraph plan --json` (in `best` or in each of
-/// `candidates`); the predictions are ignored.
-#[derive(Debug, Deserialize)]
-struct PlannedLayout {
-    pp: usize,
-    cp: usize,
-    dp: usize,
-    micro_batches: usize,
-    stage_layers: Vec<usize>,
 }
 
 /// The [`ParallelConfig`] that `mesh` asks for, for `model` and `steps`.
@@ -157,7 +146,8 @@ fn read_plan_file(path: &Path) -> Result<ParallelConfig> {
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|err| error(format!("not JSON (line {}, column {}): {err}", err.line(), err.column())))?;
     let plan = value.get("best").cloned().unwrap_or(value);
-    let layout: PlannedLayout = serde_json::from_value(plan).map_err(|err| {
+    // a plan's layout fields are a `ParallelConfig`'s; its predictions are ignored
+    let layout: ParallelConfig = serde_json::from_value(plan).map_err(|err| {
         error(format!(
             "no plan in it: {err} (expected `megagraph plan --json` output or an object with pp, cp, dp, micro_batches, stage_layers)"
         ))
@@ -171,13 +161,7 @@ fn read_plan_file(path: &Path) -> Result<ParallelConfig> {
         layout.micro_batches,
         layout.stage_layers
     );
-    Ok(ParallelConfig {
-        pp: layout.pp,
-        cp: layout.cp,
-        dp: layout.dp,
-        micro_batches: layout.micro_batches,
-        stage_layers: layout.stage_layers,
-    })
+    Ok(layout)
 }
 
 /// Plans for `cluster` (or this machine) with the planner's analytic profile.
@@ -193,21 +177,15 @@ fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, s
         dtype_bytes: 4,
         near_pairs_per_row: steps.near_pairs_per_row,
     };
-    let report = plan_analytic(&cluster, &ModelShape::of(model), &workload, &SearchOptions::default())?;
+    let report = plan_analytic(&cluster, &model_shape(model), &workload, &SearchOptions::default())?;
     let best = report.best;
     log::info!(
         "planned for {}: predicted {:.3} s per step, bottleneck: {}",
         cluster.name,
-        best.predicted_step_seconds,
-        best.bottleneck
+        best.predicted.step_seconds,
+        best.predicted.bottleneck
     );
-    Ok(ParallelConfig {
-        pp: best.pp,
-        cp: best.cp,
-        dp: best.dp,
-        micro_batches: best.micro_batches,
-        stage_layers: best.stage_layers,
-    })
+    Ok(best.to_parallel_config())
 }
 
 #[cfg(test)]

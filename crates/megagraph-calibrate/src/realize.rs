@@ -1,13 +1,12 @@
 //! The real model behind a [`ModelShape`], and [`SyntheticSource`]: random batches of that
 //! shape for the profiler and for validation runs (time and memory do not depend on the values).
 
-use crate::workload::ModelShape;
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use megagraph_kernels::DistanceBias;
-use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput};
+use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, materialize};
 use megagraph_parallel::{BatchSource, TrainBatch};
+use megagraph_planner::ModelShape;
 
 /// The Graph Transformer configuration of `shape`: node features of `shape.feature_dim`, no
 /// dropout (so every rank computes the same thing), the shape's encodings and key tile.
@@ -30,18 +29,27 @@ pub fn model_config(shape: &ModelShape) -> GraphTransformerConfig {
         .with_block_size(shape.key_tile)
 }
 
+/// The shape of the model `config` builds (the inverse of [`model_config`] up to dropout). A
+/// model without node features (node-id embeddings) counts as `feature_dim = 1`: its input costs
+/// one row lookup per node.
+pub fn model_shape(config: &GraphTransformerConfig) -> ModelShape {
+    ModelShape {
+        layers: config.num_layers,
+        heads: config.num_heads,
+        hidden: config.hidden,
+        ffn: config.ffn_hidden,
+        feature_dim: config.feature_dim.unwrap_or(1),
+        num_classes: config.num_classes,
+        distance_buckets: config.num_buckets(),
+        degree_buckets: config.max_degree + 1,
+        key_tile: config.block_size,
+    }
+}
+
 /// An initialized model of `shape` on `device`, every parameter materialized (so that clones
 /// hold the same values).
 pub fn init_model<B: Backend>(shape: &ModelShape, device: &B::Device) -> GraphTransformer<B> {
-    let model: GraphTransformer<B> = model_config(shape).init(device);
-    struct Touch;
-    impl<B: Backend> ModuleVisitor<B> for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            let _ = param.val();
-        }
-    }
-    model.visit(&mut Touch);
-    model
+    materialize(model_config(shape).init(device))
 }
 
 /// SplitMix64: deterministic pseudo-random values for synthetic inputs.
@@ -185,5 +193,6 @@ mod tests {
         let config = model_config(&shape);
         assert_eq!(config.num_buckets(), 4);
         assert_eq!(config.max_degree + 1, 7);
+        assert_eq!(model_shape(&config), shape);
     }
 }

@@ -1,8 +1,6 @@
 //! One timed forward and backward pass of a profiled part on the real Burn modules.
 
-use crate::profile::ProfiledPart;
 use crate::realize::{SplitMix, init_model, random_buckets};
-use crate::workload::ModelShape;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use megagraph_kernels::{
@@ -10,6 +8,8 @@ use megagraph_kernels::{
 };
 use megagraph_models::{GraphTransformer, NodeInput, masked_cross_entropy};
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
+use megagraph_planner::ModelShape;
+use megagraph_planner::ProfiledPart;
 use std::time::Instant;
 
 /// What one run of a part measured.

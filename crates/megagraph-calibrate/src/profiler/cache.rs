@@ -1,8 +1,8 @@
 //! The measured-profile cache: one JSON file per (backend, device, model shape, element size)
 //! key, ladder and concurrency, under the megagraph cache folder.
 
-use crate::profile::{ProfileKey, ProfileTable, ProfiledPart};
-use crate::profiler::{MeasureError, ProfilerOptions};
+use super::options::{MeasureError, ProfilerOptions};
+use megagraph_planner::{ProfileKey, ProfileTable, ProfiledPart};
 use std::path::{Path, PathBuf};
 
 /// Where [`cached_profile`]'s table came from.
@@ -42,7 +42,7 @@ pub fn measured_cache_path(
 ) -> PathBuf {
     let ladder = format!(
         "method {MEASUREMENT_METHOD}/{:?}/evict {}/threads {}",
-        crate::profiler::jobs(&options.ladder),
+        super::options::ladder_points(&options.ladder),
         options.evict_bytes,
         megagraph_parallel::threads::default_threads_per_rank(options.concurrency)
     );
@@ -66,7 +66,7 @@ fn unusable(table: &ProfileTable, key: &ProfileKey, options: &ProfilerOptions) -
     if table.analytic {
         return Some("it holds an analytic estimate, not a measurement".into());
     }
-    let wanted = crate::profiler::jobs(&options.ladder);
+    let wanted = super::options::ladder_points(&options.ladder);
     let have: Vec<(ProfiledPart, usize, usize)> = ProfiledPart::ALL
         .into_iter()
         .flat_map(|part| {
@@ -127,9 +127,9 @@ pub fn cached_profile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::ComputeHints;
-    use crate::profile::{ProfileLadder, analytic_profile};
-    use crate::workload::ModelShape;
+    use megagraph_planner::ComputeHints;
+    use megagraph_planner::ModelShape;
+    use megagraph_planner::{ProfileLadder, analytic_profile};
 
     /// A stand-in for a measurement: an analytic table under a measured key.
     fn fake_measurement(key: &ProfileKey, options: &ProfilerOptions) -> ProfileTable {

@@ -1,9 +1,10 @@
 //! A profile's points measured again in turns with other work: [`InTurnProfile`].
 
-use super::{JobRuns, MeasureError, ProfilerOptions, measure_jobs, median, solo_ratios};
-use crate::profile::{ProfileTable, ProfiledPart};
-use crate::workload::ModelShape;
+use super::measure::{JobRuns, measure_jobs, median, solo_ratios};
+use super::options::{MeasureError, ProfilerOptions};
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
+use megagraph_planner::ModelShape;
+use megagraph_planner::{ProfileTable, ProfiledPart};
 use std::time::Instant;
 
 /// The points of a measured [`ProfileTable`] measured again, the same way (copies in lockstep,
@@ -199,8 +200,8 @@ fn point_seconds(runs: &JobRuns) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::ComputeHints;
-    use crate::profile::{ProfileLadder, analytic_profile};
+    use megagraph_planner::ComputeHints;
+    use megagraph_planner::{ProfileLadder, analytic_profile};
 
     /// A session of a second, now, with these times of the points.
     fn session(seconds: Vec<f64>) -> Session {

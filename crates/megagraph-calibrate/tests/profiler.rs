@@ -7,10 +7,12 @@ use burn::module::Module;
 use megagraph_parallel::CountingAllocator;
 use std::sync::Arc;
 
+use megagraph_calibrate::{
+    InTurn, InTurnProfile, ProfilerOptions, ThreadAllocatorMeter, ValidationOptions, init_model,
+    measure_profile, validate_plans, validate_plans_in_turn,
+};
 use megagraph_planner::{
-    ClusterSpec, FitOptions, InTurnProfile, ModelShape, ProfileLadder, ProfiledPart,
-    ProfilerOptions, SearchOptions, ThreadAllocatorMeter, ValidationOptions, Workload, init_model,
-    measure_profile, plan, validate_plans,
+    ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, SearchOptions, Workload, plan,
 };
 
 #[global_allocator]
@@ -153,7 +155,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     let pick = |want: fn(&megagraph_planner::Plan) -> bool| {
         report.candidates.iter().find(|p| want(p)).cloned().unwrap()
     };
-    let top = vec![pick(|p| p.cp == 2), pick(|p| p.pp == 2)];
+    let top = vec![pick(|p| p.layout.cp == 2), pick(|p| p.layout.pp == 2)];
     let mut validation = validate_plans::<B>(
         &shape,
         &workload,
@@ -173,13 +175,13 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     println!("{validation}");
     assert_eq!(validation.plans.len(), 2);
     for (row, planned) in validation.plans.iter().zip(&top) {
-        assert_eq!(row.plan.stage_layers, planned.stage_layers);
-        assert!(row.plan.measured_step_seconds.is_some_and(|s| s > 0.0));
-        let world = planned.pp * planned.cp * planned.dp;
+        assert_eq!(row.plan.layout.stage_layers, planned.layout.stage_layers);
+        assert!(row.plan.measured_step_seconds().is_some_and(|s| s > 0.0));
+        let world = planned.layout.pp * planned.layout.cp * planned.layout.dp;
         assert_eq!(row.rank_peak_bytes.len(), world);
         assert!(row.rank_peak_bytes.iter().all(|b| b.is_some_and(|b| b > 0)));
         assert_eq!(
-            row.plan.measured_peak_bytes_per_device,
+            row.plan.measured_peak_bytes_per_device(),
             row.rank_peak_bytes.iter().flatten().copied().max()
         );
         assert!(row.time_error().is_some() && row.memory_error().is_some());
@@ -201,7 +203,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         .unwrap();
     for row in &validation.plans {
         let predicted = row.in_turn_predicted_step_seconds.unwrap();
-        assert!((predicted - row.plan.predicted_step_seconds).abs() < 1e-12 * predicted);
+        assert!((predicted - row.plan.predicted.step_seconds).abs() < 1e-12 * predicted);
         assert_eq!(row.in_turn_time_error(), row.time_error());
     }
     // two sessions: every point measured again, memory columns kept
@@ -296,4 +298,87 @@ fn one_copy_measures_no_solo_ratios() {
     // and the JSON leaves them out, as profiles measured before them were
     let json = serde_json::to_value(&table).unwrap();
     assert!(json.get("solo").is_none());
+}
+
+#[test]
+fn the_validation_protocol_measures_the_profile_between_rounds() {
+    let shape = tiny();
+    let device = Default::default();
+    let profiler = ProfilerOptions {
+        ladder: ProfileLadder {
+            rows: vec![16, 32],
+            blocks: vec![8, 16],
+            attention_batches: vec![1],
+            max_attention_pairs: 0,
+        },
+        concurrency: 1,
+        repeats: 3,
+        ..options()
+    };
+    let table = measure_profile::<B>(
+        &shape,
+        "flex",
+        "test-cpu",
+        &device,
+        Arc::new(ThreadAllocatorMeter),
+        &profiler,
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = ClusterSpec::from_toml_file(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../configs/clusters/cpu-local.toml"),
+    )
+    .unwrap();
+    let workload = Workload {
+        seq_len: 32,
+        sequences_per_step: 4,
+        dtype_bytes: 4,
+        near_pairs_per_row: None,
+    };
+    let search = SearchOptions::default();
+    let mut report = plan(&cluster, &shape, &workload, &table, &search).unwrap();
+    let top: Vec<_> = report.candidates.iter().take(2).cloned().collect();
+    let options = ValidationOptions {
+        warmup_steps: 1,
+        steps: 2,
+        measured_seconds: 0.0,
+        rounds: 2,
+        ..ValidationOptions::default()
+    };
+    let mut rounds_done = 0;
+    let validation = validate_plans_in_turn::<B>(
+        &shape,
+        &workload,
+        &top,
+        &device,
+        Arc::new(ThreadAllocatorMeter),
+        &options,
+        Some(InTurn {
+            profile: &table,
+            profiler: &profiler,
+            cluster: &cluster,
+            search: &search,
+        }),
+        &mut |p| rounds_done += usize::from(p.round_done),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((validation.rounds, rounds_done), (2, 2));
+    // a session before the rounds and one after each, sharing the profile's 3 timed passes
+    let summary = validation.in_turn_profile.clone().unwrap();
+    assert_eq!((summary.sessions, summary.passes), (3, 3));
+    assert!(summary.session_times[0] < 0.0 && summary.session_times[2] > 0.0);
+    for row in &validation.plans {
+        assert!(row.in_turn_predicted_step_seconds.is_some_and(|s| s > 0.0));
+        assert_eq!(row.step_seconds.len(), 2);
+    }
+    // the measurements land on the report's plans of the same layout
+    validation.apply_to(&mut report);
+    for (plan, row) in report.candidates.iter().zip(&validation.plans) {
+        assert_eq!(plan.layout, row.plan.layout);
+        assert_eq!(plan.measured, row.plan.measured);
+        assert!(plan.measured.is_some());
+    }
+    assert_eq!(report.best.measured, report.candidates[0].measured);
+    assert!(report.candidates[2..].iter().all(|p| p.measured.is_none()));
 }
