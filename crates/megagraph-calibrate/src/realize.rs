@@ -3,7 +3,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use megagraph_kernels::DistanceBias;
+use megagraph_kernels::{BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, materialize};
 use megagraph_parallel::{BatchSource, TrainBatch};
 use megagraph_planner::ModelShape;
@@ -85,8 +85,12 @@ pub(crate) fn random_buckets(rng: &mut SplitMix, len: usize, buckets: usize) -> 
     (0..len).map(|_| rng.below(buckets) as u8).collect()
 }
 
-/// Random sequences of a model shape: features, degrees, a `u8` distance index, labels and
+/// Random sequences of a model shape: features, degrees, a distance index, labels and
 /// training weights (every other node), for measuring time and memory.
+///
+/// The index is dense `u8` with random buckets, or, [`with_near_pairs`](Self::with_near_pairs),
+/// a sparse one storing that many pairs per row (the row's own node and random others; every
+/// other pair reads as the "farther" bucket) in the layout the runtime would pick for that fill.
 ///
 /// One random sequence is drawn when the source is built and every requested sequence is a copy
 /// of it: a batch costs a copy, not a random draw, so that the runtime's steps are not slowed by
@@ -98,8 +102,19 @@ pub struct SyntheticSource {
     features: Vec<f32>,
     degrees: Vec<i64>,
     distance: Vec<u8>,
+    /// With near pairs: the stored pairs of every row, `(columns, buckets)` row after row.
+    near: Option<NearPairs>,
+    buckets: usize,
     labels: Vec<i64>,
     weight: Vec<f32>,
+}
+
+/// The stored pairs of one sparse sequence: `per_row` pairs in every row.
+#[derive(Clone, Debug)]
+struct NearPairs {
+    per_row: usize,
+    columns: Vec<u32>,
+    buckets: Vec<u8>,
 }
 
 impl SyntheticSource {
@@ -115,6 +130,8 @@ impl SyntheticSource {
                 .map(|_| rng.below(shape.degree_buckets as u64) as i64)
                 .collect(),
             distance: random_buckets(&mut rng, s * s, shape.distance_buckets),
+            near: None,
+            buckets: shape.distance_buckets,
             labels: (0..s)
                 .map(|_| rng.below(shape.num_classes as u64) as i64)
                 .collect(),
@@ -122,9 +139,67 @@ impl SyntheticSource {
         }
     }
 
+    /// The same sequences with a sparse distance index of `per_row` stored pairs per row (at
+    /// least 1, at most `seq_len`), drawn from `seed`, when that is under a fifth of the pairs
+    /// (the runtime's rule, [`BucketIndex::sparse_is_smaller`]); the dense index otherwise.
+    pub fn with_near_pairs(mut self, per_row: usize, seed: u64) -> Self {
+        let s = self.seq_len;
+        let per_row = per_row.clamp(1, s);
+        // BucketIndex::sparse_is_smaller, the runtime's choice: sparse under a fifth of the pairs
+        if per_row.saturating_mul(5) >= s {
+            self.near = None;
+            return self;
+        }
+        let mut rng = SplitMix::new(seed);
+        let far = self.buckets.clamp(1, 256) - 1;
+        let (mut columns, mut buckets) = (Vec::with_capacity(s * per_row), Vec::with_capacity(s * per_row));
+        for i in 0..s {
+            // the row's own node (bucket 0) and per_row - 1 other random columns
+            let mut row = vec![i as u32];
+            while row.len() < per_row {
+                let column = rng.below(s as u64) as u32;
+                if !row.contains(&column) {
+                    row.push(column);
+                }
+            }
+            row.sort_unstable();
+            for column in row {
+                columns.push(column);
+                // near pairs other than the node itself: distances 1 ..= max_distance
+                let bucket = if column as usize == i || far < 2 { 0 } else { 1 + rng.below(far as u64 - 1) };
+                buckets.push(bucket as u8);
+            }
+        }
+        self.near = Some(NearPairs { per_row, columns, buckets });
+        self
+    }
+
     /// Nodes per sequence.
     pub fn seq_len(&self) -> usize {
         self.seq_len
+    }
+
+    /// The distance index of `n` copies of the sequence.
+    fn index<B: Backend>(&self, n: usize, device: &B::Device) -> Result<BucketIndex<B>, String> {
+        let s = self.seq_len;
+        let Some(near) = &self.near else {
+            let distance: Vec<u8> = (0..n).flat_map(|_| self.distance.iter().copied()).collect();
+            return DistanceBias::<B>::index_from_u8(distance, [n, s, s], device)
+                .map(Into::into)
+                .map_err(|e| e.to_string());
+        };
+        let row_offsets: Vec<u64> = (0..=n * s).map(|row| (row * near.per_row) as u64).collect();
+        let columns: Vec<u32> = (0..n).flat_map(|_| near.columns.iter().copied()).collect();
+        let buckets: Vec<u8> = (0..n).flat_map(|_| near.buckets.iter().copied()).collect();
+        let far = (self.buckets.clamp(1, 256) - 1) as u8;
+        let parts = CsrParts {
+            row_offsets: &row_offsets,
+            columns: &columns,
+            buckets: &buckets,
+        };
+        SparseBucketIndex::from_csr(parts, [n, s], s, far, device)
+            .map(BucketIndex::Sparse)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -134,7 +209,6 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
         let repeat = |v: &[i64]| -> Vec<i64> { (0..n).flat_map(|_| v.iter().copied()).collect() };
         let ints = |v: Vec<i64>| Tensor::from_data(TensorData::new(v, [n, s]), device);
         let features: Vec<f32> = (0..n).flat_map(|_| self.features.iter().copied()).collect();
-        let distance: Vec<u8> = (0..n).flat_map(|_| self.distance.iter().copied()).collect();
         let weight: Vec<f32> = (0..n).flat_map(|_| self.weight.iter().copied()).collect();
         Ok(TrainBatch {
             graph: GraphBatch {
@@ -144,9 +218,7 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
                 )),
                 in_degree: ints(repeat(&self.degrees)),
                 out_degree: ints(repeat(&self.degrees)),
-                distance: DistanceBias::<B>::index_from_u8(distance, [n, s, s], device)
-                    .map(Into::into)
-                    .map_err(|e| e.to_string())?,
+                distance: self.index(n, device)?,
                 padding: Tensor::<B, 2>::zeros([n, s], device).equal_elem(1.0),
             },
             labels: ints(repeat(&self.labels)),

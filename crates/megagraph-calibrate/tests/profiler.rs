@@ -12,7 +12,8 @@ use megagraph_calibrate::{
     measure_profile, validate_plans, validate_plans_in_turn,
 };
 use megagraph_planner::{
-    ClusterSpec, FitOptions, ModelShape, ProfileLadder, ProfiledPart, SearchOptions, Workload, plan,
+    ClusterSpec, FitOptions, ModelShape, ParallelConfig, Plan, Prediction, ProfileLadder, ProfiledPart, SearchOptions,
+    Workload, plan,
 };
 
 #[global_allocator]
@@ -381,4 +382,34 @@ fn the_validation_protocol_measures_the_profile_between_rounds() {
     }
     assert_eq!(report.best.measured, report.candidates[0].measured);
     assert!(report.candidates[2..].iter().all(|p| p.measured.is_none()));
+}
+
+#[test]
+fn validation_measures_the_index_bytes_the_memory_model_counts() {
+    let shape = tiny();
+    let device = Default::default();
+    let plans: Vec<Plan> = [(1, 1), (1, 2), (2, 2)]
+        .into_iter()
+        .map(|(pp, cp)| {
+            let layout = ParallelConfig::uniform(pp, cp, 1, 2, shape.layers).unwrap_or_else(|e| panic!("{e}"));
+            Plan::predicted(layout, Prediction { step_seconds: 1.0, peak_bytes_per_device: 1, bottleneck: String::new() })
+        })
+        .collect();
+    let options = ValidationOptions { warmup_steps: 0, steps: 1, measured_seconds: 0.0, rounds: 1, ..ValidationOptions::default() };
+    // 3 stored pairs of 64 a row: sparse; 20 of 64: more than a fifth, dense
+    for near_pairs_per_row in [Some(3), Some(20), None] {
+        let workload = Workload { seq_len: 64, sequences_per_step: 4, dtype_bytes: 4, near_pairs_per_row };
+        let report = validate_plans::<B>(&shape, &workload, &plans, &device, Arc::new(ThreadAllocatorMeter), &options, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        for validated in &report.plans {
+            let predicted = validated.predicted_index_bytes as f64;
+            let sparse = near_pairs_per_row == Some(3);
+            assert_eq!(predicted, workload.index_bytes_per_micro_batch(validated.plan.layout.cp, 1, 2) as f64);
+            for &measured in &validated.rank_index_bytes {
+                // a sparse block also holds one row offset per sequence more than its rows
+                let error = (predicted - measured as f64).abs() / measured as f64;
+                assert!(error <= if sparse { 0.02 } else { 0.0 }, "{near_pairs_per_row:?} {:?}: predicted {predicted}, measured {measured}", validated.plan.layout);
+            }
+        }
+    }
 }

@@ -167,7 +167,7 @@ impl MemoryModel {
                 .max(attention_workspace),
             embedding_workspace: fitted.embedding.workspace_bytes(rows),
             head_workspace: fitted.head.workspace_bytes(rows),
-            index_per_micro_batch: rows * workload.index_row_bytes() as f64,
+            index_per_micro_batch: workload.index_bytes_per_micro_batch(mesh.cp, mesh.dp, mesh.micro_batches) as f64,
             // f32 features, two i64 degrees; i64 labels and f32 weights; a bool padding flag
             first_inputs: rows * (e * shape.feature_dim as f64 + 16.0),
             last_inputs: rows * (8.0 + e),

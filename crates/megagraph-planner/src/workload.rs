@@ -174,6 +174,14 @@ impl Workload {
         }
     }
 
+    /// Bytes of the distance index one rank holds for one micro-batch of a layout with `cp`,
+    /// `dp` and `micro_batches`: its `sequences_per_step / (dp · micro_batches)` sequences'
+    /// `seq_len / cp` rows of [`index_row_bytes`](Self::index_row_bytes) each.
+    pub fn index_bytes_per_micro_batch(&self, cp: usize, dp: usize, micro_batches: usize) -> u64 {
+        let sequences = self.sequences_per_step / (dp * micro_batches).max(1);
+        (sequences * (self.seq_len / cp.max(1)) * self.index_row_bytes()) as u64
+    }
+
     /// Checks that every size is positive and the element size is 1, 2, 4 or 8 bytes.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         for (field, value) in [

@@ -18,6 +18,12 @@ pub struct ValidatedPlan {
     /// Peak bytes of every rank (largest over the measured steps), in rank order; `None` for a
     /// rank without memory accounting.
     pub rank_peak_bytes: Vec<Option<u64>>,
+    /// Distance-index bytes one micro-batch's block takes on a rank, as the planner's memory
+    /// model counts them ([`Workload::index_bytes_per_micro_batch`](megagraph_planner::Workload::index_bytes_per_micro_batch)).
+    pub predicted_index_bytes: u64,
+    /// Distance-index bytes of every rank's largest block (over the measured steps), as the
+    /// runtime held them, in rank order.
+    pub rank_index_bytes: Vec<u64>,
     /// Busy seconds (without waits on peers) of every rank, mean over the measured steps.
     pub rank_busy_seconds: Vec<f64>,
     /// The step time predicted from the profile measured again in turns with the validation
@@ -334,6 +340,8 @@ mod tests {
             step_seconds: steps,
             step_times: Vec::new(),
             rank_peak_bytes: Vec::new(),
+            predicted_index_bytes: 0,
+            rank_index_bytes: Vec::new(),
             rank_busy_seconds: Vec::new(),
             in_turn_predicted_step_seconds: None,
         }

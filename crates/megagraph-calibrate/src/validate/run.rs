@@ -81,7 +81,11 @@ pub fn validate_plans<B: ContextParallelBackend>(
         return Err(ValidateError::Zero { field: "plans" });
     }
     let source: Arc<dyn BatchSource<B>> =
-        Arc::new(SyntheticSource::new(shape, workload.seq_len, options.seed));
+        Arc::new(match workload.near_pairs_per_row {
+            // the sparse index the planner counted, so the measurement confirms it
+            Some(per_row) => SyntheticSource::new(shape, workload.seq_len, options.seed).with_near_pairs(per_row, options.seed),
+            None => SyntheticSource::new(shape, workload.seq_len, options.seed),
+        });
     let rounds = options.round_count();
     let failed = |plan: &Plan| {
         let (pp, cp, dp, micro_batches) = (
@@ -169,6 +173,15 @@ pub fn validate_plans<B: ContextParallelBackend>(
                     .map(|b| b as u64)
             })
             .collect();
+        let rank_index_bytes: Vec<u64> = (0..world)
+            .map(|rank| {
+                reports
+                    .iter()
+                    .filter_map(|step| step.get(rank).map(|r| r.index_bytes as u64))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
         let rank_busy_seconds: Vec<f64> = (0..world)
             .map(|rank| {
                 reports
@@ -178,6 +191,7 @@ pub fn validate_plans<B: ContextParallelBackend>(
                     / reports.len().max(1) as f64
             })
             .collect();
+        let predicted_index_bytes = workload.index_bytes_per_micro_batch(plan.layout.cp, plan.layout.dp, plan.layout.micro_batches);
         let mut plan = plan.clone();
         plan.measured = median(seconds.clone()).map(|step_seconds| Measurement {
             step_seconds,
@@ -188,6 +202,8 @@ pub fn validate_plans<B: ContextParallelBackend>(
             step_seconds: seconds,
             step_times,
             rank_peak_bytes,
+            predicted_index_bytes,
+            rank_index_bytes,
             rank_busy_seconds,
             in_turn_predicted_step_seconds: None,
         });
