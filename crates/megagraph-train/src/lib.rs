@@ -1,11 +1,10 @@
 #![warn(missing_docs)]
 //! Training for megagraph: configuration, node sequences as batches, the single-device
-//! node-classification trainer with checkpoints and metrics, the `megagraph` command line, and
+//! node-classification trainer with checkpoints and metrics, and
 //! [`learner`]: burn-train integration ([`MegaGraphTrainer`], a learning strategy for Burn's
 //! `SupervisedTraining`, with dataset, batcher and model types for node sequences).
 
 mod checkpoint;
-pub mod cli;
 mod config;
 mod curves;
 mod data;

@@ -6,7 +6,7 @@ use burn::backend::{Autodiff, Flex};
 use clap::ValueEnum;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter, ThreadAllocatorMeter};
 
-use crate::error::{Result, TrainError};
+use megagraph_train::{Result, TrainError};
 
 /// A Burn backend of the command line. `wgpu` and `cuda` exist in builds with the feature of
 /// the same name and run the attention op as megagraph's CubeCL kernels.

@@ -13,8 +13,8 @@ use megagraph_planner::{
 use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
 use super::progress_bar;
-use crate::error::{Result, TrainError};
-use crate::metrics::write_atomically;
+use megagraph_train::{Result, TrainError};
+use megagraph_train::write_atomically;
 
 /// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
 /// measured`).

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::error::Result;
+use megagraph_train::Result;
 
 /// Options of `megagraph orchestrator`.
 #[derive(Debug, Args)]

@@ -9,12 +9,12 @@ use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::{ModelShapeArgs, progress_bar};
-use crate::config::{DistanceKind, SequenceKind, TrainConfig};
-use crate::curves::write_training_curves;
-use crate::error::Result;
-use crate::metrics::{EpochMetrics, TrainReport};
-use crate::progress::PrepareProgress;
-use crate::trainer::{NodeClassificationTrainer, TrainObserver};
+use megagraph_train::{DistanceKind, SequenceKind, TrainConfig};
+use megagraph_train::write_training_curves;
+use megagraph_train::Result;
+use megagraph_train::{EpochMetrics, TrainReport};
+use megagraph_train::PrepareProgress;
+use megagraph_train::{NodeClassificationTrainer, TrainObserver};
 
 /// Options of `megagraph train`.
 #[derive(Debug, Args)]
@@ -278,7 +278,7 @@ pub fn train(
     devices: usize,
 ) -> Result<()> {
     backend.check()?;
-    let data = crate::prepare::prepare_with_progress(config, &PrepareBars::default())?;
+    let data = megagraph_train::prepare_with_progress(config, &PrepareBars::default())?;
     let d = &data.dataset;
     println!(
         "dataset {}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",

@@ -17,8 +17,8 @@ pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
 pub use profile::{ProfileArgs, ProfilingArgs};
 pub use train::{ScopeArg, SequenceArg, TrainArgs};
 
-use crate::config::ModelConfig;
-use crate::error::Result;
+use megagraph_train::ModelConfig;
+use megagraph_train::Result;
 
 /// A progress bar of `len` steps drawn with `template` (indicatif's syntax; the default bar
 /// when the template does not parse), in the command line's one style.

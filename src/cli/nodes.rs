@@ -4,7 +4,7 @@
 use clap::Args;
 use megagraph_parallel::NodeConfig;
 
-use crate::error::Result;
+use megagraph_train::Result;
 
 /// Multi-node flags: `--nodes N --node-rank I --orchestrator HOST:PORT --node-address HOST:PORT
 /// [--data-port P]`. Without `--nodes` (or with `--nodes 1`) the process trains alone.
@@ -59,7 +59,7 @@ mod tests {
     use megagraph_parallel::NodeError;
 
     use super::*;
-    use crate::TrainError;
+    use megagraph_train::TrainError;
 
     #[derive(Debug, Parser)]
     struct Flags {

@@ -14,9 +14,9 @@ use megagraph_planner::{
 use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
-use crate::error::{Result, TrainError};
-use crate::metrics::write_atomically;
-use crate::plot::{Chart, Series, SeriesStyle};
+use megagraph_train::{Result, TrainError};
+use megagraph_train::write_atomically;
+use megagraph_train::plot::{Chart, Series, SeriesStyle};
 
 /// The model a plan or profile is for: a preset with overrides, and the data's widths.
 #[derive(Debug, Args)]
