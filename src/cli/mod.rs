@@ -10,12 +10,11 @@ mod train;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub use backend::{BackendChoice, BackendJob};
-pub use nodes::NodeArgs;
-pub use orchestrator::OrchestratorArgs;
-pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
-pub use profile::{ProfileArgs, ProfilingArgs};
-pub use train::{ScopeArg, SequenceArg, TrainArgs};
+use nodes::NodeArgs;
+use orchestrator::OrchestratorArgs;
+use plan::PlanArgs;
+use profile::ProfileArgs;
+use train::TrainArgs;
 
 use megagraph_train::ModelConfig;
 use megagraph_train::Result;

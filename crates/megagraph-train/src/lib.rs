@@ -33,7 +33,7 @@ pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole
 pub use error::{Result, TrainError};
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{
-    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ProgressRenderer, ScoredBatch, SequenceBatch, SequenceBatcher,
+    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
     SplitSequences,
 };
 pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};
