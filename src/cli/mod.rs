@@ -1,6 +1,7 @@
 //! The `megagraph` command line.
 
 mod backend;
+mod error;
 mod nodes;
 mod orchestrator;
 mod plan;
@@ -17,7 +18,7 @@ use profile::ProfileArgs;
 use train::TrainArgs;
 
 use megagraph_train::ModelConfig;
-use megagraph_train::Result;
+use error::Result;
 
 /// A progress bar of `len` steps drawn with `template` (indicatif's syntax; the default bar
 /// when the template does not parse), in the command line's one style.

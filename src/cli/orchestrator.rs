@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use megagraph_train::Result;
+use super::error::Result;
 
 /// Options of `megagraph orchestrator`.
 #[derive(Debug, Args)]

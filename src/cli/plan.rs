@@ -14,7 +14,7 @@ use megagraph_planner::{
 use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
-use megagraph_train::{Result, TrainError};
+use super::error::{CliError, Result};
 use megagraph_train::write_atomically;
 use megagraph_train::plot::{Chart, Series, SeriesStyle};
 
@@ -103,8 +103,8 @@ impl ModelSpecArgs {
     /// The model shape the flags describe.
     pub fn shape(&self) -> Result<ModelShape> {
         let preset =
-            ModelPreset::from_name(&self.preset).ok_or_else(|| TrainError::InvalidConfig {
-                field: "preset",
+            ModelPreset::from_name(&self.preset).ok_or_else(|| CliError::InvalidFlag {
+                flag: "preset",
                 reason: format!("must be one of {:?}", ModelPreset::ALL.map(|(n, _)| n)),
             })?;
         let base = preset.apply(megagraph_models::GraphTransformerConfig::new(
@@ -137,10 +137,10 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
     let shape = args.shape()?;
     if !(args.validate_seconds.is_finite() && args.validate_seconds >= 0.0) {
-        return Err(TrainError::InvalidConfig {
-            field: "validate-seconds",
+        return Err(CliError::InvalidFlag {
+            flag: "validate-seconds",
             reason: format!(
-                "is {}: give a number of seconds, 0 or more",
+                "{} is not a number of seconds, 0 or more",
                 args.validate_seconds
             ),
         });
@@ -253,8 +253,8 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     Ok(())
 }
 
-fn output_error(path: &Path, err: serde_json::Error) -> TrainError {
-    TrainError::Output {
+fn output_error(path: &Path, err: serde_json::Error) -> CliError {
+    CliError::Output {
         path: path.to_path_buf(),
         source: std::io::Error::other(err),
     }

@@ -13,7 +13,7 @@ use megagraph_planner::{
 use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
 use super::progress_bar;
-use megagraph_train::{Result, TrainError};
+use super::error::{CliError, Result};
 use megagraph_train::write_atomically;
 
 /// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
@@ -124,15 +124,12 @@ impl ProfilingArgs {
             },
             ..ProfilerOptions::default()
         };
-        for (field, value) in [
+        for (flag, value) in [
             ("repeats", options.repeats),
             ("concurrency", options.concurrency),
         ] {
             if value == 0 {
-                return Err(TrainError::InvalidConfig {
-                    field,
-                    reason: "must be at least 1".into(),
-                });
+                return Err(CliError::flag(flag, "must be at least 1"));
             }
         }
         Ok(options)
@@ -249,7 +246,7 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
         ),
     }
     if let Some(out) = &args.json {
-        let json = serde_json::to_vec_pretty(&table).map_err(|err| TrainError::Output {
+        let json = serde_json::to_vec_pretty(&table).map_err(|err| CliError::Output {
             path: out.clone(),
             source: std::io::Error::other(err),
         })?;

@@ -11,7 +11,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::{ModelShapeArgs, progress_bar};
 use megagraph_train::{DistanceKind, SequenceKind, TrainConfig};
 use megagraph_train::write_training_curves;
-use megagraph_train::Result;
+use super::error::Result;
 use megagraph_train::{EpochMetrics, TrainReport};
 use megagraph_train::PrepareProgress;
 use megagraph_train::{NodeClassificationTrainer, TrainObserver};

@@ -49,15 +49,9 @@ pub enum TrainError {
         /// Epochs completed.
         epoch: usize,
     },
-    /// Planning failed (bad cluster file, nothing fits, ...).
+    /// Planning the layout of `[mesh] plan = "auto"` failed (bad cluster file, nothing fits, ...).
     #[error(transparent)]
     Plan(#[from] megagraph_planner::PlanError),
-    /// Measuring a profile failed.
-    #[error(transparent)]
-    Measure(#[from] megagraph_planner::MeasureError),
-    /// Running plans to validate them failed.
-    #[error(transparent)]
-    Validate(#[from] megagraph_planner::ValidateError),
     /// A plan file (`--plan FILE`) could not be read.
     #[error("plan file {path}: {message}")]
     PlanFile {
@@ -77,9 +71,6 @@ pub enum TrainError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A multi-node setup is invalid or the orchestrator cannot start.
-    #[error(transparent)]
-    Nodes(#[from] megagraph_parallel::NodeError),
 }
 
 /// Shorthand for results of this crate.
