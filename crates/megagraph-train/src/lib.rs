@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod features;
 pub mod learner;
+mod mesh_plan;
 mod metrics;
 pub mod parallel;
 pub mod plot;
@@ -31,6 +32,7 @@ pub use config::{
 pub use curves::write_training_curves;
 pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};
+pub use mesh_plan::MeshPlan;
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{
     MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
