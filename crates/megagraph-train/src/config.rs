@@ -541,3 +541,34 @@ impl TrainConfig {
         .with_key_dropout(m.key_dropout)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_config_parses_and_validates() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/train");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            if path.extension().is_some_and(|ext| ext == "toml") {
+                let config = TrainConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                config.validate().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                files += 1;
+            }
+        }
+        assert!(files > 0, "no configs in {}", dir.display());
+    }
+
+    #[test]
+    fn mesh_plan_and_preset_read_as_enums() {
+        let config = TrainConfig::from_toml_str("[model]\npreset = \"paper\"\n[mesh]\nplan = \"auto\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.model.preset, ModelPreset::Paper);
+        assert_eq!(config.mesh.plan, Some(MeshPlan::Auto));
+        let config =
+            TrainConfig::from_toml_str("[mesh]\nplan = \"plan.json\"\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.mesh.plan, Some(MeshPlan::File("plan.json".into())));
+    }
+}
