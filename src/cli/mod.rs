@@ -39,7 +39,7 @@ fn progress_bar(len: usize, template: &str) -> ProgressBar {
 /// [`ModelConfig::default`]'s), so every command sizes the same model by default.
 #[derive(Debug, Args)]
 pub struct ModelShapeArgs {
-    /// Model size preset (unset: the config's, by default small).
+    /// Model size preset (default: small, or the config file's).
     #[arg(long, value_name = "NAME", value_parser = preset_parser())]
     pub preset: Option<ModelPreset>,
     /// Number of transformer layers.
