@@ -20,12 +20,13 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::ElementConversion;
 use burn::tensor::backend::Backend;
 use clap::Parser;
+use megagraph::ProgressRenderer;
 use megagraph::parallel::ParallelConfig;
 use megagraph::train::burn_train::metric::store::{Aggregate, Direction, Split};
 use megagraph::train::burn_train::metric::{AccuracyMetric, LossMetric};
 use megagraph::train::burn_train::{Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
 use megagraph::train::{
-    MegaGraphTrainer, NodeClassifier, ProgressRenderer, SequenceBatch, SequenceBatcher, SplitRole, SplitSequences,
+    MegaGraphTrainer, NodeClassifier, SequenceBatch, SequenceBatcher, SplitRole, SplitSequences,
     TrainConfig, prepare,
 };
 

@@ -12,9 +12,14 @@
 //! - [`parallel`]: the pp×cp×dp device mesh;
 //! - [`planner`]: Model → Search of parallel plans (pure: no Burn runtime);
 //! - [`calibrate`]: the planner's measuring edge: profiler, plan validation, runtime overhead;
-//! - [`train`]: training, configuration and the `megagraph` command line; with Burn's own
-//!   training loop, [`train::MegaGraphTrainer`] (a burn-train learning strategy; see
-//!   [`train::learner`] and `examples/custom_learner.rs`).
+//! - [`train`]: training and configuration; with Burn's own training loop,
+//!   [`train::MegaGraphTrainer`] (a burn-train learning strategy; see [`train::learner`] and
+//!   `examples/custom_learner.rs`).
+//!
+//! The libraries draw nothing on the terminal: they take progress callbacks
+//! ([`train::TrainObserver`], [`train::PrepareProgress`], burn-train's renderers) and return
+//! typed errors. This package owns the terminal: [`ProgressRenderer`] (progress bars for
+//! burn-train) and the `megagraph` binary (its command line, `src/cli/`).
 //!
 //! Training from Rust:
 //!
@@ -40,3 +45,7 @@ pub use megagraph_models as models;
 pub use megagraph_parallel as parallel;
 pub use megagraph_planner as planner;
 pub use megagraph_train as train;
+
+mod renderer;
+
+pub use renderer::ProgressRenderer;

@@ -2,6 +2,8 @@
 
 use clap::Parser;
 
+mod cli;
+
 /// Per-thread memory accounting: what the parallel runtime reports per rank and the profiler
 /// measures per part.
 #[global_allocator]
@@ -27,8 +29,8 @@ fn main() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fix_malloc_thresholds();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = megagraph::train::cli::Cli::parse();
-    if let Err(err) = megagraph::train::cli::run(cli) {
+    let cli = cli::Cli::parse();
+    if let Err(err) = cli::run(cli) {
         eprintln!("error: {err}");
         std::process::exit(1);
     }

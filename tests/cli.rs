@@ -311,3 +311,52 @@ fn a_negative_validation_time_is_an_error_naming_the_flag() {
     let text = stderr(&output);
     assert!(text.contains("validate-seconds") && text.contains("-1"), "{text}");
 }
+
+#[test]
+fn a_plan_made_with_default_flags_runs_with_train_default_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let output = megagraph(&[
+        "plan", "--cluster", "configs/clusters/cpu-local.toml", "--json", plan.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // the same model, sequence length and batch: the layout fits, and one step runs
+    let output = megagraph(&["train", "--plan", plan.to_str().unwrap(), "--epochs", "1", "--max-steps", "1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("mesh: pp=") && stdout.contains("test accuracy"), "{stdout}");
+}
+
+#[test]
+fn resume_uses_the_checkpoint_directory_of_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    let checkpoints = dir.path().join("ckpt");
+    std::fs::write(
+        &config,
+        format!(
+            "[synthetic]\nnodes = 300\nclasses = 3\nfeature_dim = 16\n[training]\ncheckpoint_dir = {:?}\n",
+            checkpoints.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let run = |epochs: &str, resume: bool| {
+        let mut args = vec!["train", "--config", config.to_str().unwrap(), "--epochs", epochs];
+        args.extend_from_slice(TINY);
+        if resume {
+            args.push("--resume");
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_megagraph"))
+            .args(&args)
+            .env("MEGAGRAPH_CACHE", dir.path().join("cache"))
+            .env("RUST_LOG", "info")
+            .output()
+            .expect("run megagraph");
+        assert!(output.status.success(), "{}", stderr(&output));
+        stderr(&output)
+    };
+    run("1", false);
+    assert!(checkpoints.read_dir().unwrap().next().is_some(), "no checkpoint written");
+    let resumed = run("2", true);
+    assert!(resumed.contains("resuming after epoch 1"), "{resumed}");
+}

@@ -5,6 +5,7 @@ use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
+use crate::mesh_plan::MeshPlan;
 
 /// Everything that defines a training run. Read from TOML with [`TrainConfig::from_toml_file`];
 /// every field has a default, so a file only names what it changes (see `configs/train/*.toml`).
@@ -237,7 +238,7 @@ impl SyntheticConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ModelConfig {
     /// Named size: `small` (default) or `paper` (16 layers, 8 heads, hidden = FFN = 64).
-    pub preset: String,
+    pub preset: ModelPreset,
     /// Number of layers (overrides the preset).
     pub layers: Option<usize>,
     /// Number of attention heads (overrides the preset).
@@ -262,18 +263,21 @@ pub struct ModelConfig {
 }
 
 impl Default for ModelConfig {
+    /// The model's own defaults ([`GraphTransformerConfig`]'s) with this trainer's dropout
+    /// recipe (dropout 0.5, input dropout 0.8, key dropout 0.2).
     fn default() -> Self {
+        let model = GraphTransformerConfig::new(1, 2);
         Self {
-            preset: ModelPreset::Small.name().to_string(),
+            preset: ModelPreset::default(),
             layers: None,
             heads: None,
             hidden: None,
             ffn_hidden: None,
             dropout: 0.5,
             input_dropout: 0.8,
-            max_degree: 64,
-            spatial_initial_decay: 2.0,
-            block_size: 128,
+            max_degree: model.max_degree,
+            spatial_initial_decay: model.spatial_initial_decay,
+            block_size: model.block_size,
             key_dropout: 0.2,
         }
     }
@@ -366,11 +370,11 @@ pub struct MeshConfig {
     /// holds the embedding stage). Unset: as even as possible.
     pub stage_layers: Option<Vec<usize>>,
     /// Take the layout from a plan instead of the fields above: the path of a JSON file written
-    /// by `megagraph plan --json` (its `best` plan), or `"auto"` to plan for this machine
-    /// (`cluster`) now. Unset: use the fields above.
-    pub plan: Option<String>,
-    /// Cluster description used by `plan = "auto"`. Unset: the built-in `cpu-local` cluster
-    /// (this machine's CPU cores as workers).
+    /// by `megagraph plan --json` (its `best` plan), or `"auto"` to plan for `cluster` (or this
+    /// machine) now. Unset: use the fields above.
+    pub plan: Option<MeshPlan>,
+    /// Cluster description used by `plan = "auto"`. Unset: this machine, its CPU cores as
+    /// workers sharing its memory (detected).
     pub cluster: Option<PathBuf>,
 }
 
@@ -450,10 +454,6 @@ impl TrainConfig {
         if self.data.max_distance > 254 {
             return invalid("data.max_distance", "must be at most 254 (distances are stored as u8)");
         }
-        if ModelPreset::from_name(&self.model.preset).is_none() {
-            let names: Vec<_> = ModelPreset::ALL.iter().map(|(n, _)| *n).collect();
-            return invalid("model.preset", &format!("must be one of {names:?}"));
-        }
         if !probability(self.model.dropout) {
             return invalid("model.dropout", "must be in [0, 1)");
         }
@@ -504,7 +504,7 @@ impl TrainConfig {
                 return invalid(field, "must be at least 1");
             }
         }
-        if self.mesh.cluster.is_some() && self.mesh.plan.as_deref() != Some("auto") {
+        if self.mesh.cluster.is_some() && self.mesh.plan != Some(MeshPlan::Auto) {
             return invalid("mesh.cluster", "is only used with mesh.plan = \"auto\" (--plan auto)");
         }
         if self.training.max_steps == Some(0) {
@@ -514,12 +514,8 @@ impl TrainConfig {
         Ok(())
     }
 
-    fn preset(&self) -> ModelPreset {
-        ModelPreset::from_name(&self.model.preset).unwrap_or_default()
-    }
-
     fn model_shape(&self) -> (usize, usize) {
-        let base = self.preset().apply(GraphTransformerConfig::new(1, 2));
+        let base = self.model.preset.apply(GraphTransformerConfig::new(1, 2));
         (
             self.model.heads.unwrap_or(base.num_heads),
             self.model.hidden.unwrap_or(base.hidden),
@@ -529,7 +525,8 @@ impl TrainConfig {
     /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`.
     pub fn model_config(&self, feature_dim: Option<usize>, num_nodes: usize, num_classes: usize) -> GraphTransformerConfig {
         let base = self
-            .preset()
+            .model
+            .preset
             .apply(GraphTransformerConfig::new(num_nodes, num_classes).with_feature_dim(feature_dim));
         let m = &self.model;
         GraphTransformerConfig {
@@ -546,5 +543,36 @@ impl TrainConfig {
         .with_spatial_initial_decay(m.spatial_initial_decay)
         .with_block_size(m.block_size)
         .with_key_dropout(m.key_dropout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_config_parses_and_validates() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/train");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            if path.extension().is_some_and(|ext| ext == "toml") {
+                let config = TrainConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                config.validate().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                files += 1;
+            }
+        }
+        assert!(files > 0, "no configs in {}", dir.display());
+    }
+
+    #[test]
+    fn mesh_plan_and_preset_read_as_enums() {
+        let config = TrainConfig::from_toml_str("[model]\npreset = \"paper\"\n[mesh]\nplan = \"auto\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.model.preset, ModelPreset::Paper);
+        assert_eq!(config.mesh.plan, Some(MeshPlan::Auto));
+        let config =
+            TrainConfig::from_toml_str("[mesh]\nplan = \"plan.json\"\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.mesh.plan, Some(MeshPlan::File("plan.json".into())));
     }
 }

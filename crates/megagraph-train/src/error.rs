@@ -49,18 +49,9 @@ pub enum TrainError {
         /// Epochs completed.
         epoch: usize,
     },
-    /// Planning failed (bad cluster file, nothing fits, ...).
+    /// Planning the layout of `[mesh] plan = "auto"` failed (bad cluster file, nothing fits, ...).
     #[error(transparent)]
     Plan(#[from] megagraph_planner::PlanError),
-    /// Measuring a profile failed.
-    #[error(transparent)]
-    Measure(#[from] megagraph_calibrate::MeasureError),
-    /// Running plans to validate them failed.
-    #[error(transparent)]
-    Validate(#[from] megagraph_calibrate::ValidateError),
-    /// Validating plans with the profile measured in turn failed.
-    #[error(transparent)]
-    Calibrate(#[from] megagraph_calibrate::CalibrateError),
     /// A plan file (`--plan FILE`) could not be read.
     #[error("plan file {path}: {message}")]
     PlanFile {
@@ -80,9 +71,6 @@ pub enum TrainError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A multi-node setup is invalid or the orchestrator cannot start.
-    #[error(transparent)]
-    Nodes(#[from] megagraph_parallel::NodeError),
 }
 
 /// Shorthand for results of this crate.

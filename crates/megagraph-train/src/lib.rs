@@ -1,11 +1,10 @@
 #![warn(missing_docs)]
 //! Training for megagraph: configuration, node sequences as batches, the single-device
-//! node-classification trainer with checkpoints and metrics, the `megagraph` command line, and
+//! node-classification trainer with checkpoints and metrics, and
 //! [`learner`]: burn-train integration ([`MegaGraphTrainer`], a learning strategy for Burn's
 //! `SupervisedTraining`, with dataset, batcher and model types for node sequences).
 
 mod checkpoint;
-pub mod cli;
 mod config;
 mod curves;
 mod data;
@@ -13,6 +12,7 @@ mod engine;
 mod error;
 mod features;
 pub mod learner;
+mod mesh_plan;
 mod metrics;
 pub mod parallel;
 pub mod plot;
@@ -33,9 +33,10 @@ pub use config::{
 pub use curves::write_training_curves;
 pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};
+pub use mesh_plan::MeshPlan;
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{
-    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ProgressRenderer, ScoredBatch, SequenceBatch, SequenceBatcher,
+    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
     SplitSequences,
 };
 pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};

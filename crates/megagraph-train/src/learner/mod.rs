@@ -7,7 +7,6 @@
 //!   `u8` distance index, padding) and the scored nodes;
 //! - [`NodeClassifier`]: a Graph Transformer whose `TrainStep` / `InferenceStep` return Burn's
 //!   `ClassificationOutput`, so `LossMetric`, `AccuracyMetric` & co. work;
-//! - [`ProgressRenderer`]: progress bars and one line of metrics per epoch;
 //! - [`MegaGraphTrainer`]: a `SupervisedLearningStrategy` running the steps on one device or on
 //!   a `pp x cp x dp` mesh.
 //!
@@ -56,12 +55,10 @@ mod dataset;
 mod epoch;
 mod mesh;
 mod model;
-mod renderer;
 mod strategy;
 
 pub use batch::{ScoredBatch, SequenceBatch};
 pub use batcher::SequenceBatcher;
 pub use dataset::SplitSequences;
 pub use model::NodeClassifier;
-pub use renderer::ProgressRenderer;
 pub use strategy::{MegaGraphTrainer, ParallelPlacement, Placement};

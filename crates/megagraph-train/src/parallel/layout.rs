@@ -6,13 +6,12 @@ use std::path::Path;
 use megagraph_models::GraphTransformerConfig;
 use megagraph_parallel::{ParallelConfig, ParallelConfigError, padded_len};
 use megagraph_calibrate::model_shape;
-use megagraph_planner::{ClusterSpec, PlanError, SearchOptions, Workload, plan_analytic};
+use megagraph_planner::{ClusterSpec, Plan, PlanError, SearchOptions, Workload, plan_analytic};
 
+use super::Machine;
 use crate::config::MeshConfig;
 use crate::error::{Result, TrainError};
-
-/// The description of this machine used by `plan = "auto"` when no cluster file is given.
-const LOCAL_CLUSTER: &str = include_str!("../../../../configs/clusters/cpu-local.toml");
+use crate::mesh_plan::MeshPlan;
 
 /// What a run's steps look like, as far as the layout must fit them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,9 +51,9 @@ impl StepShape {
 /// unreadable plan file; [`TrainError::Plan`] when planning fails.
 pub fn resolve_layout(mesh: &MeshConfig, model: &GraphTransformerConfig, steps: StepShape) -> Result<ParallelConfig> {
     let layers = model.num_layers;
-    let config = match mesh.plan.as_deref() {
-        Some("auto") => planned_for_cluster(mesh.cluster.as_deref(), model, steps)?,
-        Some(path) => read_plan_file(Path::new(path))?,
+    let config = match &mesh.plan {
+        Some(MeshPlan::Auto) => planned_for_cluster(mesh.cluster.as_deref(), model, steps)?,
+        Some(MeshPlan::File(path)) => read_plan_file(path)?,
         None => from_fields(mesh, layers)?,
     };
     // data parallelism spans the nodes: check the global layout
@@ -164,13 +163,13 @@ fn read_plan_file(path: &Path) -> Result<ParallelConfig> {
     Ok(layout)
 }
 
-/// Plans for `cluster` (or this machine) with the planner's analytic profile.
+/// Plans for `cluster` (or this machine, [`Machine::detect`]) with the planner's analytic
+/// profile.
 fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, steps: StepShape) -> Result<ParallelConfig> {
     let cluster = match cluster {
-        Some(path) => ClusterSpec::from_toml_file(path),
-        None => ClusterSpec::from_toml_str(LOCAL_CLUSTER, "built-in cpu-local.toml"),
-    }
-    .map_err(PlanError::from)?;
+        Some(path) => ClusterSpec::from_toml_file(path).map_err(PlanError::from)?,
+        None => Machine::detect().cluster()?,
+    };
     let workload = Workload {
         seq_len: steps.seq_len,
         sequences_per_step: steps.sequences_per_step,
@@ -178,14 +177,22 @@ fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, s
         near_pairs_per_row: steps.near_pairs_per_row,
     };
     let report = plan_analytic(&cluster, &model_shape(model), &workload, &SearchOptions::default())?;
-    let best = report.best;
+    // the fastest plan whose chunks fill the smallest step of an epoch (the planner knows the
+    // step, not the epoch's remainder)
+    let chunks = |plan: &Plan| plan.layout.dp * steps.nodes.max(1) * plan.layout.micro_batches;
+    let smallest = steps.smallest_step();
+    let best = report
+        .candidates
+        .into_iter()
+        .find(|plan| chunks(plan) <= smallest)
+        .unwrap_or(report.best);
     log::info!(
         "planned for {}: predicted {:.3} s per step, bottleneck: {}",
         cluster.name,
         best.predicted.step_seconds,
         best.predicted.bottleneck
     );
-    Ok(best.to_parallel_config())
+    Ok(best.layout)
 }
 
 #[cfg(test)]
@@ -247,7 +254,7 @@ mod tests {
             "predicted_step_seconds": 1.0, "predicted_peak_bytes_per_device": 10, "bottleneck": "x"}}"#;
         std::fs::write(&path, report).unwrap_or_else(|e| panic!("{e}"));
         let planned = MeshConfig {
-            plan: Some(path.display().to_string()),
+            plan: Some(MeshPlan::File(path.clone())),
             ..MeshConfig::default()
         };
         let config = resolve_layout(&planned, &model(3), STEPS).unwrap_or_else(|e| panic!("{e}"));
@@ -268,11 +275,12 @@ mod tests {
     #[test]
     fn auto_plans_for_this_machine() {
         let auto = MeshConfig {
-            plan: Some("auto".into()),
+            plan: Some(MeshPlan::Auto),
             ..MeshConfig::default()
         };
         let config = resolve_layout(&auto, &model(2), STEPS).unwrap_or_else(|e| panic!("{e}"));
-        assert!(config.world_size() >= 1 && config.world_size() <= 2, "{config:?}");
+        let cores = Machine::detect().cores;
+        assert!(config.world_size() >= 1 && config.world_size() <= cores, "{config:?} on {cores} cores");
         assert_eq!(config.stage_layers.iter().sum::<usize>(), 2);
     }
 }

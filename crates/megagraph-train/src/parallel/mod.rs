@@ -3,7 +3,9 @@
 //! a plan file or the planner.
 
 mod layout;
+mod machine;
 mod source;
 
 pub use layout::{StepShape, resolve_layout};
+pub use machine::Machine;
 pub use source::DatasetSource;

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::error::Result;
+use super::error::Result;
 
 /// Options of `megagraph orchestrator`.
 #[derive(Debug, Args)]

@@ -14,8 +14,8 @@ use megagraph_planner::{ClusterSpec, ModelShape, ProfileKey, ProfileLadder, Prof
 use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
 use super::progress_bar;
-use crate::error::{Result, TrainError};
-use crate::metrics::write_atomically;
+use super::error::{CliError, Result};
+use megagraph_train::write_atomically;
 
 /// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
 /// measured`).
@@ -125,15 +125,12 @@ impl ProfilingArgs {
             },
             ..ProfilerOptions::default()
         };
-        for (field, value) in [
+        for (flag, value) in [
             ("repeats", options.repeats),
             ("concurrency", options.concurrency),
         ] {
             if value == 0 {
-                return Err(TrainError::InvalidConfig {
-                    field,
-                    reason: "must be at least 1".into(),
-                });
+                return Err(CliError::flag(flag, "must be at least 1"));
             }
         }
         Ok(options)
@@ -238,7 +235,7 @@ impl BackendJob for MeasureJob<'_> {
 pub fn profile(args: &ProfileArgs) -> Result<()> {
     let cluster =
         ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
-    let shape = args.model.shape()?;
+    let shape = args.model.shape();
     let (table, path, status) = measured_profile(&cluster, &shape, &args.profiling)?;
     println!("{table}");
     match status {
@@ -250,7 +247,7 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
         ),
     }
     if let Some(out) = &args.json {
-        let json = serde_json::to_vec_pretty(&table).map_err(|err| TrainError::Output {
+        let json = serde_json::to_vec_pretty(&table).map_err(|err| CliError::Output {
             path: out.clone(),
             source: std::io::Error::other(err),
         })?;

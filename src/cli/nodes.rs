@@ -4,7 +4,7 @@
 use clap::Args;
 use megagraph_parallel::NodeConfig;
 
-use crate::error::Result;
+use super::error::Result;
 
 /// Multi-node flags: `--nodes N --node-rank I --orchestrator HOST:PORT --node-address HOST:PORT
 /// [--data-port P]`. Without `--nodes` (or with `--nodes 1`) the process trains alone.
@@ -59,7 +59,7 @@ mod tests {
     use megagraph_parallel::NodeError;
 
     use super::*;
-    use crate::TrainError;
+    use crate::cli::error::CliError;
 
     #[derive(Debug, Parser)]
     struct Flags {
@@ -127,7 +127,7 @@ mod tests {
         assert!(
             matches!(
                 error,
-                TrainError::Nodes(NodeError::RankOutOfRange {
+                CliError::Nodes(NodeError::RankOutOfRange {
                     node_rank: 2,
                     num_nodes: 2
                 })

@@ -9,12 +9,12 @@ use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::{ModelShapeArgs, progress_bar};
-use crate::config::{DistanceKind, SequenceKind, TrainConfig};
-use crate::curves::write_training_curves;
-use crate::error::Result;
-use crate::metrics::{EpochMetrics, TrainReport};
-use crate::progress::PrepareProgress;
-use crate::trainer::{NodeClassificationTrainer, TrainObserver};
+use megagraph_train::{DistanceKind, MeshPlan, SequenceKind, TrainConfig};
+use megagraph_train::write_training_curves;
+use super::error::Result;
+use megagraph_train::{EpochMetrics, TrainReport};
+use megagraph_train::PrepareProgress;
+use megagraph_train::{NodeClassificationTrainer, TrainObserver};
 
 /// Options of `megagraph train`.
 #[derive(Debug, Args)]
@@ -68,10 +68,7 @@ pub struct TrainArgs {
     /// Probability of moving a node pair of a training batch to the "farther" distance bucket.
     #[arg(long, value_name = "P")]
     pub structure_dropout: Option<f64>,
-    /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
-    #[arg(long, value_name = "NAME")]
-    pub preset: Option<String>,
-    /// Layer count and widths (override the preset).
+    /// The preset, layer count and widths (override the preset).
     #[command(flatten)]
     pub shape: ModelShapeArgs,
     /// Dropout in the layers.
@@ -99,8 +96,9 @@ pub struct TrainArgs {
     /// accuracy.svg (train, valid and test accuracy per epoch).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Continue from the last checkpoint in --checkpoint-dir.
-    #[arg(long, requires = "checkpoint_dir")]
+    /// Continue from the last checkpoint in --checkpoint-dir (or the config's
+    /// `checkpoint_dir`).
+    #[arg(long)]
     pub resume: bool,
     /// Pipeline-parallel stages (worker threads; see the `[mesh]` config section).
     #[arg(long, value_name = "P", help_heading = "Parallel layout")]
@@ -126,8 +124,9 @@ pub struct TrainArgs {
     /// machine (or --cluster) now. Replaces --pp/--cp/--dp/--micro-batches/--stage-layers.
     #[arg(long, value_name = "FILE|auto", help_heading = "Parallel layout",
           conflicts_with_all = ["pp", "cp", "dp", "micro_batches", "stage_layers"])]
-    pub plan: Option<String>,
-    /// Cluster description for `--plan auto` (default: the built-in cpu-local one).
+    pub plan: Option<MeshPlan>,
+    /// Cluster description for `--plan auto` (default: this machine, its CPU cores as workers
+    /// sharing its memory).
     #[arg(
         long,
         value_name = "FILE.toml",
@@ -227,7 +226,6 @@ impl TrainArgs {
         }
         set(&mut c.data.structure_dropout, &self.structure_dropout);
         set(&mut c.data.feature_hops, &self.feature_hops);
-        set(&mut c.model.preset, &self.preset);
         self.shape.apply(&mut c.model);
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
@@ -278,7 +276,7 @@ pub fn train(
     devices: usize,
 ) -> Result<()> {
     backend.check()?;
-    let data = crate::prepare::prepare_with_progress(config, &PrepareBars::default())?;
+    let data = megagraph_train::prepare_with_progress(config, &PrepareBars::default())?;
     let d = &data.dataset;
     println!(
         "dataset {}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",
@@ -444,5 +442,64 @@ impl PrepareProgress for PrepareBars {
         {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+    use megagraph_models::ModelPreset;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn train_args(args: &[&str]) -> std::result::Result<TrainArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["megagraph", "train"].into_iter().chain(args.iter().copied()))?;
+        match cli.command {
+            Command::Train(args) => Ok(*args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn resume_takes_the_checkpoint_directory_from_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("run.toml");
+        std::fs::write(&config, "[training]\ncheckpoint_dir = \"ckpt\"\n").unwrap();
+        let args = train_args(&["--config", config.to_str().unwrap(), "--resume"]).unwrap();
+        let config = args.to_config().unwrap();
+        assert!(config.training.resume);
+        assert_eq!(config.training.checkpoint_dir, Some("ckpt".into()));
+        // without a directory anywhere, the config names what is missing
+        let error = train_args(&["--resume"]).unwrap().to_config().unwrap_err().to_string();
+        assert!(error.contains("training.resume") && error.contains("checkpoint_dir"), "{error}");
+    }
+
+    #[test]
+    fn preset_is_an_enum_listed_in_help() {
+        let args = train_args(&["--preset", "paper"]).unwrap();
+        assert_eq!(args.shape.preset, Some(ModelPreset::Paper));
+        assert_eq!(args.to_config().unwrap().model.preset, ModelPreset::Paper);
+        let error = train_args(&["--preset", "huge"]).unwrap_err().to_string();
+        assert!(error.contains("small") && error.contains("paper"), "{error}");
+        let mut command = Cli::command();
+        let help = command
+            .find_subcommand_mut("train")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("small") && help.contains("paper"), "{help}");
+    }
+
+    #[test]
+    fn plan_auto_is_the_enum_variant_and_a_path_is_a_file() {
+        let auto = train_args(&["--plan", "auto"]).unwrap().to_config().unwrap();
+        assert_eq!(auto.mesh.plan, Some(MeshPlan::Auto));
+        let file = train_args(&["--plan", "plans/p.json"]).unwrap();
+        assert_eq!(file.plan, Some(MeshPlan::File("plans/p.json".into())));
+        // --cluster goes with --plan auto only
+        let cluster = ["--plan", "plans/p.json", "--cluster", "c.toml"];
+        let error = train_args(&cluster).unwrap().to_config().unwrap_err().to_string();
+        assert!(error.contains("mesh.cluster"), "{error}");
     }
 }

@@ -6,7 +6,7 @@ use burn::backend::{Autodiff, Flex};
 use clap::ValueEnum;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter, ThreadAllocatorMeter};
 
-use crate::error::{Result, TrainError};
+use super::error::{CliError, Result};
 
 /// A Burn backend of the command line. `wgpu` and `cuda` exist in builds with the feature of
 /// the same name and run the attention op as megagraph's CubeCL kernels.
@@ -56,7 +56,7 @@ impl BackendChoice {
     ///
     /// # Errors
     ///
-    /// [`TrainError::InvalidConfig`] naming `backend` and the feature to build with.
+    /// [`CliError::InvalidFlag`] naming `backend` and the feature to build with.
     pub fn check(self) -> Result<()> {
         let built = match self {
             Self::Flex => true,
@@ -70,7 +70,7 @@ impl BackendChoice {
     ///
     /// # Errors
     ///
-    /// [`TrainError::InvalidConfig`] naming `backend` when this build lacks its feature, or
+    /// [`CliError::InvalidFlag`] naming `backend` when this build lacks its feature, or
     /// the job's error.
     pub fn run<J: BackendJob>(self, job: J) -> Result<J::Output> {
         self.run_on(1, job)
@@ -86,14 +86,14 @@ impl BackendChoice {
     /// field `devices`.
     pub fn run_on<J: BackendJob>(self, gpus: usize, job: J) -> Result<J::Output> {
         if gpus == 0 {
-            return Err(TrainError::InvalidConfig {
-                field: "devices",
+            return Err(CliError::InvalidFlag {
+                flag: "devices",
                 reason: "must be at least 1".into(),
             });
         }
         if gpus > 1 && self == Self::Flex {
-            return Err(TrainError::InvalidConfig {
-                field: "devices",
+            return Err(CliError::InvalidFlag {
+                flag: "devices",
                 reason: format!(
                     "{gpus} devices on flex: its ranks are threads sharing this machine's CPU \
                      (one device); --devices counts GPUs of --backend cuda or wgpu"
@@ -147,9 +147,9 @@ impl BackendChoice {
         Err(self.not_built())
     }
 
-    fn not_built(self) -> TrainError {
-        TrainError::InvalidConfig {
-            field: "backend",
+    fn not_built(self) -> CliError {
+        CliError::InvalidFlag {
+            flag: "backend",
             reason: format!(
                 "`{0}`: this megagraph was built without the `{0}` feature; rebuild with \
                  `cargo build --release --features {0}`",
@@ -200,8 +200,8 @@ fn wgpu_device(device: burn::backend::wgpu::WgpuDevice) -> Result<burn::backend:
     if ready {
         Ok(device)
     } else {
-        Err(TrainError::InvalidConfig {
-            field: "backend",
+        Err(CliError::InvalidFlag {
+            flag: "backend",
             reason: format!(
                 "`wgpu`: no graphics adapter for {device:?} ({})",
                 failures.join("; ")

@@ -1,24 +1,26 @@
 //! The `megagraph` command line.
 
 mod backend;
+mod error;
 mod nodes;
 mod orchestrator;
 mod plan;
 mod profile;
 mod train;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use megagraph_models::ModelPreset;
 
-pub use backend::{BackendChoice, BackendJob};
-pub use nodes::NodeArgs;
-pub use orchestrator::OrchestratorArgs;
-pub use plan::{ModelSpecArgs, PlanArgs, ProfileSource};
-pub use profile::{ProfileArgs, ProfilingArgs};
-pub use train::{ScopeArg, SequenceArg, TrainArgs};
+use nodes::NodeArgs;
+use orchestrator::OrchestratorArgs;
+use plan::PlanArgs;
+use profile::ProfileArgs;
+use train::TrainArgs;
 
-use crate::config::ModelConfig;
-use crate::error::Result;
+use megagraph_train::ModelConfig;
+use error::Result;
 
 /// A progress bar of `len` steps drawn with `template` (indicatif's syntax; the default bar
 /// when the template does not parse), in the command line's one style.
@@ -32,9 +34,14 @@ fn progress_bar(len: usize, template: &str) -> ProgressBar {
     bar
 }
 
-/// Model-size flags shared by `train` and `plan`; each overrides the preset when given.
+/// Model-size flags shared by `train`, `plan` and `profile`: a preset and overrides of its
+/// sizes. Unset, each keeps the value of the config (`[model]`, whose defaults are
+/// [`ModelConfig::default`]'s), so every command sizes the same model by default.
 #[derive(Debug, Args)]
 pub struct ModelShapeArgs {
+    /// Model size preset (default: small, or the config file's).
+    #[arg(long, value_name = "NAME", value_parser = preset_parser())]
+    pub preset: Option<ModelPreset>,
     /// Number of transformer layers.
     #[arg(long, value_name = "L")]
     pub layers: Option<usize>,
@@ -52,6 +59,9 @@ pub struct ModelShapeArgs {
 impl ModelShapeArgs {
     /// Sets the given flags on `model`, keeping its values for the others.
     pub fn apply(&self, model: &mut ModelConfig) {
+        if let Some(preset) = self.preset {
+            model.preset = preset;
+        }
         for (slot, flag) in [
             (&mut model.layers, self.layers),
             (&mut model.heads, self.heads),
@@ -65,6 +75,13 @@ impl ModelShapeArgs {
     }
 }
 
+/// `--preset`: one of [`ModelPreset::ALL`] by name (`--help` lists them).
+fn preset_parser() -> impl TypedValueParser<Value = ModelPreset> {
+    PossibleValuesParser::new(ModelPreset::ALL.map(|(name, _)| name))
+        // the names were checked against the same list: no default is ever taken
+        .map(|name| ModelPreset::from_name(&name).unwrap_or_default())
+}
+
 /// Train Graph Transformers on large graphs.
 #[derive(Debug, Parser)]
 #[command(
@@ -76,7 +93,7 @@ impl ModelShapeArgs {
       megagraph train                                    # the built-in synthetic graph\n  \
       megagraph train --dataset DIR --plot plots         # an OGB-layout dataset, with SVG curves\n  \
       megagraph train --config configs/train/cora.toml   # every option from a file\n  \
-      megagraph plan --cluster configs/clusters/h200-8x-nvlink.toml --seq-len 262144\n\n\
+      megagraph plan --cluster configs/clusters/h200-8x-nvlink.toml --preset paper --seq-len 262144\n\n\
       `megagraph <COMMAND> --help` lists a command's options."
 )]
 pub struct Cli {

@@ -1,10 +1,12 @@
-//! [`ProgressRenderer`]: a compact burn-train renderer with a progress bar per epoch.
+//! [`ProgressRenderer`]: a compact burn-train renderer with a progress bar per epoch (the
+//! terminal side of [`MegaGraphTrainer`](crate::train::MegaGraphTrainer); the training library
+//! itself draws nothing).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
 
-use burn_train::metric::{MetricDefinition, MetricId, NumericEntry};
-use burn_train::renderer::{
+use megagraph_train::burn_train::metric::{MetricDefinition, MetricId, NumericEntry};
+use megagraph_train::burn_train::renderer::{
     EvaluationName, EvaluationProgress, MetricState, MetricsRenderer, MetricsRendererEvaluation,
     MetricsRendererTraining, ProgressType, TrainingProgress,
 };
@@ -126,7 +128,7 @@ impl MetricsRendererTraining for ProgressRenderer {
         self.show(true, &item);
     }
 
-    fn on_train_end(&mut self, summary: Option<burn_train::LearnerSummary>) -> Result<(), Box<dyn std::error::Error>> {
+    fn on_train_end(&mut self, summary: Option<megagraph_train::burn_train::LearnerSummary>) -> Result<(), Box<dyn std::error::Error>> {
         self.summary();
         self.epoch = None;
         if let Some(summary) = summary {

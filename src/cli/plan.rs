@@ -7,7 +7,6 @@ use megagraph_calibrate::{
     InTurn, MemoryMeter, ValidationOptions, ValidationProgress, ValidationReport, model_shape,
     validate_plans_in_turn,
 };
-use megagraph_models::ModelPreset;
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
     ClusterSpec, ModelShape, Plan, SearchOptions, Workload, cluster_analytic_profile,
@@ -17,17 +16,17 @@ use megagraph_planner::{
 use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
-use crate::error::{Result, TrainError};
-use crate::metrics::write_atomically;
-use crate::plot::{Chart, Series, SeriesStyle};
+use super::error::{CliError, Result};
+use megagraph_train::write_atomically;
+use megagraph_train::plot::{Chart, Series, SeriesStyle};
+use megagraph_train::{DataConfig, TrainConfig, TrainingConfig};
 
-/// The model a plan or profile is for: a preset with overrides, and the data's widths.
+/// The model a plan or profile is for: a preset with overrides, and the data's widths. The
+/// model defaults are `train`'s ([`ModelConfig::default`]), so a plan made with default flags
+/// fits `train --plan` with default flags.
 #[derive(Debug, Args)]
 pub struct ModelSpecArgs {
-    /// Model size preset: small or paper (16 layers, 8 heads, hidden = FFN = 64).
-    #[arg(long, value_name = "NAME", default_value = "paper")]
-    pub preset: String,
-    /// Layer count and widths (override the preset).
+    /// The preset, layer count and widths (override the preset).
     #[command(flatten)]
     pub shape: ModelShapeArgs,
     /// Width of the node features (default: ogbn-products').
@@ -57,11 +56,11 @@ pub struct PlanArgs {
     /// The model.
     #[command(flatten)]
     pub model: ModelSpecArgs,
-    /// Nodes per sequence.
-    #[arg(long, value_name = "S", default_value_t = 65_536)]
+    /// Nodes per sequence (default: `train --seq-len`'s).
+    #[arg(long, value_name = "S", default_value_t = DataConfig::default().seq_len)]
     pub seq_len: usize,
-    /// Sequences per optimizer step.
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    /// Sequences per optimizer step (default: `train --batch-size`'s).
+    #[arg(long, value_name = "N", default_value_t = TrainingConfig::default().batch_size)]
     pub sequences_per_step: usize,
     /// Largest micro-batch count to consider.
     #[arg(long, value_name = "M", default_value_t = 64)]
@@ -103,32 +102,12 @@ pub struct PlanArgs {
 }
 
 impl ModelSpecArgs {
-    /// The model shape the flags describe.
-    pub fn shape(&self) -> Result<ModelShape> {
-        let preset =
-            ModelPreset::from_name(&self.preset).ok_or_else(|| TrainError::InvalidConfig {
-                field: "preset",
-                reason: format!("must be one of {:?}", ModelPreset::ALL.map(|(n, _)| n)),
-            })?;
-        let base = preset.apply(megagraph_models::GraphTransformerConfig::new(
-            1,
-            self.classes,
-        ));
-        Ok(model_shape(&megagraph_models::GraphTransformerConfig {
-            num_layers: self.shape.layers.unwrap_or(base.num_layers),
-            num_heads: self.shape.heads.unwrap_or(base.num_heads),
-            hidden: self.shape.hidden.unwrap_or(base.hidden),
-            ffn_hidden: self.shape.ffn_hidden.unwrap_or(base.ffn_hidden),
-            feature_dim: Some(self.feature_dim),
-            ..base
-        }))
-    }
-}
-
-impl PlanArgs {
-    /// The model shape the flags describe.
-    pub fn shape(&self) -> Result<ModelShape> {
-        self.model.shape()
+    /// The model shape the flags describe: `train`'s model configuration
+    /// ([`TrainConfig::model_config`]) with these flags.
+    pub fn shape(&self) -> ModelShape {
+        let mut config = TrainConfig::default();
+        self.shape.apply(&mut config.model);
+        model_shape(&config.model_config(Some(self.feature_dim), 1, self.classes))
     }
 }
 
@@ -138,12 +117,12 @@ impl PlanArgs {
 pub fn plan(args: &PlanArgs) -> Result<()> {
     let cluster =
         ClusterSpec::from_toml_file(&args.cluster).map_err(megagraph_planner::PlanError::from)?;
-    let shape = args.shape()?;
+    let shape = args.model.shape();
     if !(args.validate_seconds.is_finite() && args.validate_seconds >= 0.0) {
-        return Err(TrainError::InvalidConfig {
-            field: "validate-seconds",
+        return Err(CliError::InvalidFlag {
+            flag: "validate-seconds",
             reason: format!(
-                "is {}: give a number of seconds, 0 or more",
+                "{} is not a number of seconds, 0 or more",
                 args.validate_seconds
             ),
         });
@@ -257,8 +236,8 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     Ok(())
 }
 
-fn output_error(path: &Path, err: serde_json::Error) -> TrainError {
-    TrainError::Output {
+fn output_error(path: &Path, err: serde_json::Error) -> CliError {
+    CliError::Output {
         path: path.to_path_buf(),
         source: std::io::Error::other(err),
     }
@@ -395,4 +374,44 @@ fn predicted_vs_measured(
         }
     }
     chart
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Command {
+        let cli = Cli::try_parse_from(std::iter::once("megagraph").chain(args.iter().copied()));
+        cli.unwrap_or_else(|e| panic!("{e}")).command
+    }
+
+    #[test]
+    fn plan_sizes_the_model_and_steps_that_train_does_by_default() {
+        let Command::Plan(plan) = parse(&["plan", "--cluster", "c.toml"]) else {
+            panic!("not a plan command")
+        };
+        let Command::Train(train) = parse(&["train"]) else {
+            panic!("not a train command")
+        };
+        let train = train.to_config().unwrap_or_else(|e| panic!("{e}"));
+        let model = train.model_config(Some(plan.model.feature_dim), 1, plan.model.classes);
+        assert_eq!(plan.model.shape(), megagraph_calibrate::model_shape(&model));
+        assert_eq!(plan.seq_len, train.data.seq_len);
+        assert_eq!(plan.sequences_per_step, train.training.batch_size);
+
+        // and the same flags size the same model
+        let flags = ["--preset", "paper", "--layers", "3", "--hidden", "32"];
+        let Command::Plan(plan) = parse(&[&["plan", "--cluster", "c.toml"], &flags[..]].concat()) else {
+            panic!("not a plan command")
+        };
+        let Command::Train(train) = parse(&[&["train"], &flags[..]].concat()) else {
+            panic!("not a train command")
+        };
+        let train = train.to_config().unwrap_or_else(|e| panic!("{e}"));
+        let model = train.model_config(Some(plan.model.feature_dim), 1, plan.model.classes);
+        assert_eq!((model.num_layers, model.num_heads, model.hidden), (3, 8, 32));
+        assert_eq!(plan.model.shape(), megagraph_calibrate::model_shape(&model));
+    }
 }
