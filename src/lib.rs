@@ -49,3 +49,8 @@ pub use megagraph_train as train;
 mod renderer;
 
 pub use renderer::ProgressRenderer;
+
+/// The README's code blocks, compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

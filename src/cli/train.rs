@@ -59,6 +59,10 @@ pub struct TrainArgs {
     /// (0 = exact; see the config's `max_bfs_arcs`)
     #[arg(long, value_name = "N")]
     pub max_bfs_arcs: Option<usize>,
+    /// Batches whose distance rows a background thread builds ahead (0 = none; default: 2 on
+    /// `--backend wgpu|cuda`, 0 on the CPU)
+    #[arg(long, value_name = "N")]
+    pub prefetch_batches: Option<usize>,
     /// Measure distances in the whole graph or in each sequence's induced subgraph.
     #[arg(long, value_enum)]
     pub distance_scope: Option<ScopeArg>,
@@ -212,6 +216,13 @@ impl TrainArgs {
         set(&mut c.data.seq_len, &self.seq_len);
         set(&mut c.data.max_distance, &self.max_distance);
         set(&mut c.data.max_bfs_arcs, &self.max_bfs_arcs);
+        if self.prefetch_batches.is_some() {
+            c.data.prefetch_batches = self.prefetch_batches;
+        }
+        if c.data.prefetch_batches.is_none() {
+            // a GPU step leaves the CPU idle: build the next batches' rows meanwhile
+            c.data.prefetch_batches = Some(if self.backend.is_cpu() { 0 } else { 2 });
+        }
         if let Some(s) = self.sequences {
             c.data.sequences = match s {
                 SequenceArg::Locality => SequenceKind::Locality,
@@ -501,5 +512,19 @@ mod tests {
         let cluster = ["--plan", "plans/p.json", "--cluster", "c.toml"];
         let error = train_args(&cluster).unwrap().to_config().unwrap_err().to_string();
         assert!(error.contains("mesh.cluster"), "{error}");
+    }
+
+    #[test]
+    fn prefetching_defaults_by_backend_and_the_flag_or_config_wins() {
+        let prefetch = |args: &[&str]| train_args(args).unwrap().to_config().unwrap().data.prefetch_batches;
+        assert_eq!(prefetch(&[]), Some(0));
+        assert_eq!(prefetch(&["--prefetch-batches", "3"]), Some(3));
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("run.toml");
+        std::fs::write(&config, "[data]\nprefetch_batches = 1\n").unwrap();
+        assert_eq!(prefetch(&["--config", config.to_str().unwrap()]), Some(1));
+        // GPU backends parse (and default to 2) even in builds without them
+        let gpu = train_args(&["--backend", "cuda"]).unwrap();
+        assert_eq!(gpu.to_config().ok().map(|c| c.data.prefetch_batches), Some(Some(2)));
     }
 }

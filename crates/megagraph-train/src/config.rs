@@ -70,8 +70,10 @@ pub struct DataConfig {
     /// truth. For graphs with hubs, where exact rows cost seconds each. Default: 0.
     pub max_bfs_arcs: usize,
     /// Batches whose distance rows a background thread builds ahead of the training step (and
-    /// of evaluation); `0` = build each batch's rows when it is read. Default: 2.
-    pub prefetch_batches: usize,
+    /// of evaluation); `0` = build each batch's rows when it is read. Unset (the default): none
+    /// in the library; the command line builds 2 ahead on a GPU backend, where the CPU waits on
+    /// the device, and none on the CPU backend, whose step already keeps every core busy.
+    pub prefetch_batches: Option<usize>,
     /// Binary cache of parsed datasets (unset: `$MEGAGRAPH_CACHE` or `~/.cache/megagraph`).
     pub cache_dir: Option<PathBuf>,
     /// Do not read or write the binary cache. Default: false.
@@ -98,7 +100,7 @@ impl Default for DataConfig {
             max_distance: 4,
             distance_scope: DistanceKind::Graph,
             max_bfs_arcs: 0,
-            prefetch_batches: 2,
+            prefetch_batches: None,
             cache_dir: None,
             no_cache: false,
             normalize_features: false,

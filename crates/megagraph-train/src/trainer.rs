@@ -433,7 +433,7 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// Asks the dataset to build the distance rows of the `data.prefetch_batches` batches after
     /// `batches[current]` (none on a multi-node run, whose other nodes read most of them).
     fn prefetch(&self, batches: &[&[usize]], current: usize, rows: RowLayout) {
-        let ahead = self.config.data.prefetch_batches;
+        let ahead = self.config.data.prefetch_batches.unwrap_or(0);
         if ahead == 0 || self.nodes.is_some() {
             return;
         }

@@ -179,7 +179,7 @@ fn training_with_and_without_prefetching_gives_the_same_losses() {
         };
         config.synthetic.nodes = 240;
         config.data.seq_len = 40;
-        config.data.prefetch_batches = prefetch_batches;
+        config.data.prefetch_batches = Some(prefetch_batches);
         config.training.epochs = 2;
         config.training.batch_size = 2;
         // Burn's dropout stream differs between runs in one process; structure dropout does not
