@@ -3,9 +3,9 @@
 //! the same parameters and the same batch; the loss and every parameter's gradient agree to
 //! 1e-4 (norm-wise relative error per tensor).
 //!
-//! - `--features wgpu`: Burn's public `Wgpu` backend (fused; the attention op runs its
-//!   reference implementation) and the plain `CubeBackend` over wgpu (the CubeCL kernels), both
-//!   on Mesa's software OpenGL (llvmpipe), no GPU needed (`apt-get install -y libegl1
+//! - `--features wgpu`: Burn's public `Wgpu` backend (fused; the attention op runs the CubeCL
+//!   kernels as custom fusion operations) and the plain `CubeBackend` over wgpu (the same
+//!   kernels, launched directly), both on Mesa's software OpenGL (llvmpipe), no GPU needed (`apt-get install -y libegl1
 //!   libgl1-mesa-dri`).
 //! - `--features cuda` on a machine with an NVIDIA GPU: the same against Burn's `Cuda` backend.
 
@@ -170,7 +170,7 @@ mod wgpu {
         WgpuDevice::Cpu
     }
 
-    /// Burn's public `Wgpu` type (fusion on; the reference attention op).
+    /// Burn's public `Wgpu` type (fusion on; the attention kernels as custom fusion operations).
     type Fused = burn::backend::Wgpu;
     /// The plain CubeCL backend (the attention kernels).
     type Cube = burn::backend::wgpu::CubeBackend<WgpuRuntime, f32, i32, u32>;

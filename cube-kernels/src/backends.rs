@@ -1,9 +1,9 @@
 //! The CubeCL backends that run the attention op as this crate's kernels (features `wgpu` /
 //! `cuda`), and their runtimes.
 //!
-//! Burn's public `Wgpu` and `Cuda` types wrap these in `Fusion` (with Burn's default
-//! features), where the op runs as fused tensor ops (the reference implementation); these
-//! plain backends launch the blockwise kernels, forward and backward.
+//! These plain backends launch the blockwise kernels, forward and backward. Burn's public `Wgpu`
+//! and `Cuda` types wrap them in `Fusion` (with Burn's default features), which runs the same
+//! kernels: each pass of the op is one custom fusion operation that calls the inner backend.
 
 /// The CubeCL runtime of [`WgpuKernels`].
 #[cfg(feature = "wgpu")]

@@ -15,9 +15,10 @@
 //! runs a fused CPU implementation instead: per (query tile × key tile) block, `q·kᵀ` once, the
 //! bias, the online softmax and `P·V` in the cache, parallel with rayon, in AVX2 registers where
 //! the processor has them (about 7× the reference's speed at 2,708 nodes; `cargo bench --bench
-//! fused_cpu` in the workspace root). With the `wgpu` or `cuda` feature, `CubeBackend`
-//! (hence `burn::backend::Wgpu` / `Cuda` while Burn's `fusion` feature is off) runs the op as
-//! CubeCL kernels.
+//! fused_cpu` in the workspace root). With the `wgpu` or `cuda` feature, `CubeBackend` runs the
+//! op as CubeCL kernels, and so does `Fusion<CubeBackend>` (Burn's `burn::backend::Wgpu` /
+//! `Cuda` with its default `fusion` feature), where each pass is one custom operation of the
+//! fusion stream.
 
 #![warn(missing_docs)]
 
@@ -31,6 +32,8 @@ mod cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
 mod error;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod fusion;
 mod index;
 mod merge;
 pub mod reference;

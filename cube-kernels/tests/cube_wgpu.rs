@@ -300,8 +300,9 @@ fn wgpu_index_dtype_is_supported() {
 
 #[test]
 fn burn_wgpu_alias_is_a_graph_attention_backend() {
-    // With Burn's default features `burn::backend::Wgpu` is `Fusion<CubeBackend>`: it runs the
-    // reference implementation; the plain `CubeBackend` (the `Wgpu` alias above) gets the kernels.
+    // With Burn's default features `burn::backend::Wgpu` is `Fusion<CubeBackend>`, which runs the
+    // kernels of its inner `CubeBackend` (tests/fusion_wgpu.rs); the plain `CubeBackend` (the
+    // `Wgpu` alias above) launches them directly.
     fn backend_name<B: GraphAttentionBackend>() -> &'static str {
         core::any::type_name::<B>()
     }

@@ -20,11 +20,6 @@ use crate::DistanceBias;
 use crate::backend::{GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs};
 use crate::index::{BucketIndexPrimitive, HostCsr};
 
-/// Fused backends (`burn::backend::Wgpu` / `Cuda` with Burn's `fusion` feature) run the reference
-/// implementation, whose tensor ops the fusion runtime compiles; the hand-written kernels need the
-/// plain [`CubeBackend`].
-impl<B: burn_fusion::FusionBackend> GraphAttentionBackend for burn_fusion::Fusion<B> {}
-
 impl<R, F, I, BT> GraphAttentionBackend for CubeBackend<R, F, I, BT>
 where
     R: CubeRuntime,
