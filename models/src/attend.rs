@@ -3,7 +3,35 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Tensor};
-use megagraph_kernels::{AttentionBias, AttentionError, AttentionOptions, GraphAttentionBackend, graph_attention};
+use megagraph_kernels::{
+    AttentionBias, AttentionError, AttentionOptions, DistanceBias, GraphAttentionBackend, graph_attention,
+};
+
+/// What an attention core attends with: this device's queries, keys and values, their bias over
+/// every key column of the sequence, and the op's options.
+#[derive(Clone, Debug)]
+pub struct AttendInputs<B: Backend> {
+    /// Queries of this device, `[batch, heads, rows, head_dim]`.
+    pub q: Tensor<B, 4>,
+    /// Keys of this device, `[batch, heads, rows, head_dim]`.
+    pub k: Tensor<B, 4>,
+    /// Values of this device, `[batch, heads, rows, head_dim]`.
+    pub v: Tensor<B, 4>,
+    /// The bias and key mask of this device's query rows over every key column.
+    pub bias: AttentionBias<B>,
+    /// Scale and key tile of the op.
+    pub options: AttentionOptions,
+}
+
+/// The spatial bias `distance` with the key mask `keys` (`[batch, keys]`, `true` = not
+/// attended): the bias of a Graph Transformer layer.
+pub fn spatial_bias<B: Backend>(distance: DistanceBias<B>, keys: Tensor<B, 2, Bool>) -> AttentionBias<B> {
+    AttentionBias {
+        distance: Some(distance),
+        dense: None,
+        key_padding_mask: Some(keys),
+    }
+}
 
 /// The attention core of a layer: `softmax(q·kᵀ·scale + bias) · v` for this device's queries
 /// over every key of the sequence, wherever those keys are.
@@ -15,22 +43,9 @@ pub trait Attend<B: Backend> {
     /// Why a call can fail (shapes that disagree; on a mesh, a peer that is gone).
     type Error;
 
-    /// Attention of this device's queries.
-    ///
-    /// - `q`: `[batch, heads, rows, head_dim]`, the queries of this device
-    /// - `k`, `v`: `[batch, heads, rows, head_dim]`, this device's keys and values
-    /// - `bias`: the bias of this device's query rows over every key column of the sequence
-    /// - `layer`: global index of the calling layer (a parallel core keys its messages by it)
-    /// - output: `[batch, heads, rows, head_dim]`
-    fn attend(
-        &self,
-        q: Tensor<B, 4>,
-        k: Tensor<B, 4>,
-        v: Tensor<B, 4>,
-        bias: AttentionBias<B>,
-        options: &AttentionOptions,
-        layer: usize,
-    ) -> Result<Tensor<B, 4>, Self::Error>;
+    /// Attention of this device's queries, `[batch, heads, rows, head_dim]`. `layer` is the
+    /// global index of the calling layer (a parallel core keys its messages by it).
+    fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, Self::Error>;
 }
 
 /// The exact blockwise biased op ([`graph_attention`]) over keys that are all on this device.
@@ -40,16 +55,9 @@ pub struct LocalAttention;
 impl<B: GraphAttentionBackend> Attend<B> for LocalAttention {
     type Error = AttentionError;
 
-    fn attend(
-        &self,
-        q: Tensor<B, 4>,
-        k: Tensor<B, 4>,
-        v: Tensor<B, 4>,
-        bias: AttentionBias<B>,
-        options: &AttentionOptions,
-        _layer: usize,
-    ) -> Result<Tensor<B, 4>, AttentionError> {
-        graph_attention(q, k, v, bias, options).map(|attended| attended.output)
+    fn attend(&self, inputs: AttendInputs<B>, _layer: usize) -> Result<Tensor<B, 4>, AttentionError> {
+        let AttendInputs { q, k, v, bias, options } = inputs;
+        graph_attention(q, k, v, bias, &options).map(|attended| attended.output)
     }
 }
 
@@ -73,7 +81,6 @@ mod tests {
 
     use burn::backend::Flex;
     use burn::tensor::{Int, TensorData};
-    use megagraph_kernels::DistanceBias;
 
     use super::*;
     use crate::GraphTransformerLayerConfig;
@@ -85,17 +92,9 @@ mod tests {
     impl Attend<Flex> for Recording {
         type Error = AttentionError;
 
-        fn attend(
-            &self,
-            q: Tensor<Flex, 4>,
-            k: Tensor<Flex, 4>,
-            v: Tensor<Flex, 4>,
-            bias: AttentionBias<Flex>,
-            options: &AttentionOptions,
-            layer: usize,
-        ) -> Result<Tensor<Flex, 4>, AttentionError> {
+        fn attend(&self, inputs: AttendInputs<Flex>, layer: usize) -> Result<Tensor<Flex, 4>, AttentionError> {
             self.0.borrow_mut().push(layer);
-            LocalAttention.attend(q, k, v, bias, options, layer)
+            LocalAttention.attend(inputs, layer)
         }
     }
 
@@ -113,7 +112,7 @@ mod tests {
         let padding = Tensor::<Flex, 2, Bool>::from_data(TensorData::new(vec![false, false, false, false, true], [1, 5]), &device);
         let local = layer.forward(x.clone(), bias.clone(), padding.clone());
         let recording = Recording::default();
-        let through = layer.forward_with(x, bias, padding, &recording, 7).expect("consistent shapes");
+        let through = layer.forward_with(x, spatial_bias(bias, padding), &recording, 7).expect("consistent shapes");
         assert_eq!(*recording.0.borrow(), vec![7]);
         local.into_data().assert_eq(&through.into_data(), true);
     }

@@ -4,7 +4,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Bool, Tensor, backend::Backend};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, GraphAttentionBackend};
 
-use crate::{Attend, LocalAttention};
+use crate::{Attend, AttendInputs, LocalAttention, spatial_bias};
 
 /// Configuration of a [`GraphAttention`] layer.
 #[derive(Config, Debug)]
@@ -73,7 +73,7 @@ impl<B: GraphAttentionBackend> GraphAttention<B> {
     ///
     /// If the shapes of `x`, `bias` and `padding` disagree.
     pub fn forward(&self, x: Tensor<B, 3>, bias: DistanceBias<B>, padding: Tensor<B, 2, Bool>) -> Tensor<B, 3> {
-        self.forward_with(x, bias, padding, &LocalAttention, 0)
+        self.forward_with(x, spatial_bias(bias, padding), &LocalAttention, 0)
             .unwrap_or_else(|err| panic!("graph attention on inconsistent shapes: {err}"))
     }
 }
@@ -82,39 +82,22 @@ impl<B: Backend> GraphAttention<B> {
     /// Biased self-attention of this device's rows through the attention core `attend`: the
     /// projections around it are the layer's own whatever the core.
     ///
-    /// - `x`: `[batch, rows, d_model]`, this device's rows
-    /// - `bias`: the distance bias of those rows over every key column
-    /// - `keys`: `[batch, rows]`, `true` for this device's keys that are not attended
-    /// - `layer`: global index of the calling layer (see [`Attend::attend`])
-    /// - output: `[batch, rows, d_model]`
-    ///
-    /// # Errors
-    ///
-    /// What `attend` returns.
-    pub fn forward_with<A: Attend<B>>(
-        &self,
-        x: Tensor<B, 3>,
-        bias: DistanceBias<B>,
-        keys: Tensor<B, 2, Bool>,
-        attend: &A,
-        layer: usize,
-    ) -> Result<Tensor<B, 3>, A::Error> {
+    /// `x` and the output are this device's rows, `[batch, rows, d_model]`; `bias` holds their
+    /// bias over every key column and the mask of this device's keys ([`spatial_bias`]);
+    /// `layer` is the calling layer's global index (see [`Attend::attend`]). Errors are
+    /// `attend`'s.
+    pub fn forward_with<A: Attend<B>>(&self, x: Tensor<B, 3>, bias: AttentionBias<B>, attend: &A, layer: usize) -> Result<Tensor<B, 3>, A::Error> {
         let [batch, seq, d_model] = x.dims();
         let head_dim = d_model / self.num_heads;
         let heads = |t: Tensor<B, 3>| t.reshape([batch, seq, self.num_heads, head_dim]).swap_dims(1, 2);
         let q = heads(self.query.forward(x.clone()));
         let k = heads(self.key.forward(x.clone()));
         let v = heads(self.value.forward(x));
-        let bias = AttentionBias {
-            distance: Some(bias),
-            dense: None,
-            key_padding_mask: Some(keys),
-        };
         let options = AttentionOptions {
             scale: None,
             block_size: self.block_size,
         };
-        let attended = attend.attend(q, k, v, bias, &options, layer)?;
+        let attended = attend.attend(AttendInputs { q, k, v, bias, options }, layer)?;
         Ok(self
             .output
             .forward(attended.swap_dims(1, 2).reshape([batch, seq, d_model])))

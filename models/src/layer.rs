@@ -2,10 +2,10 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Bool, Tensor, backend::Backend};
-use megagraph_kernels::{DistanceBias, GraphAttentionBackend};
+use megagraph_kernels::{AttentionBias, DistanceBias, GraphAttentionBackend};
 
 use crate::activation::ExactGelu;
-use crate::{Attend, GraphAttention, GraphAttentionConfig, LocalAttention};
+use crate::{Attend, GraphAttention, GraphAttentionConfig, LocalAttention, spatial_bias};
 
 /// Configuration of a [`GraphTransformerLayer`].
 #[derive(Config, Debug)]
@@ -73,33 +73,18 @@ impl<B: GraphAttentionBackend> GraphTransformerLayer<B> {
     ///
     /// If the shapes of `x`, `bias` and `padding` disagree.
     pub fn forward(&self, x: Tensor<B, 3>, bias: DistanceBias<B>, padding: Tensor<B, 2, Bool>) -> Tensor<B, 3> {
-        self.forward_with(x, bias, padding, &LocalAttention, 0)
+        self.forward_with(x, spatial_bias(bias, padding), &LocalAttention, 0)
             .unwrap_or_else(|err| panic!("graph attention on inconsistent shapes: {err}"))
     }
 }
 
 impl<B: Backend> GraphTransformerLayer<B> {
-    /// Applies the layer to this device's rows with the attention core `attend` (see
-    /// [`GraphAttention::forward_with`]); everything else is the same on every core.
-    ///
-    /// - `x`: `[batch, rows, d_model]`
-    /// - `keys`: `[batch, rows]`, `true` for keys not attended (padding, key dropout)
-    /// - `layer`: the layer's global index
-    /// - output: `[batch, rows, d_model]`
-    ///
-    /// # Errors
-    ///
-    /// What `attend` returns.
-    pub fn forward_with<A: Attend<B>>(
-        &self,
-        x: Tensor<B, 3>,
-        bias: DistanceBias<B>,
-        keys: Tensor<B, 2, Bool>,
-        attend: &A,
-        layer: usize,
-    ) -> Result<Tensor<B, 3>, A::Error> {
+    /// Applies the layer to this device's rows with the attention core `attend`; the norms,
+    /// projections, FFN and dropout are the same on every core. Arguments as
+    /// [`GraphAttention::forward_with`].
+    pub fn forward_with<A: Attend<B>>(&self, x: Tensor<B, 3>, bias: AttentionBias<B>, attend: &A, layer: usize) -> Result<Tensor<B, 3>, A::Error> {
         let normed = self.attention_norm.forward(x.clone());
-        let attended = self.attention.forward_with(normed, bias, keys, attend, layer)?;
+        let attended = self.attention.forward_with(normed, bias, attend, layer)?;
         let x = x + self.dropout.forward(attended);
         let hidden = self.activation.forward(self.ffn_in.forward(self.ffn_norm.forward(x.clone())));
         Ok(x + self.dropout.forward(self.ffn_out.forward(self.dropout.forward(hidden))))

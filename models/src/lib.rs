@@ -28,7 +28,7 @@ mod model;
 mod preset;
 
 pub use activation::ExactGelu;
-pub use attend::{Attend, LocalAttention, key_mask};
+pub use attend::{Attend, AttendInputs, LocalAttention, key_mask, spatial_bias};
 pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};

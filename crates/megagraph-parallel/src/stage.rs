@@ -7,9 +7,9 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Int, Tensor};
-use megagraph_kernels::{AttentionBias, AttentionOptions, BucketIndex, DistanceBias};
+use megagraph_kernels::{BucketIndex, DistanceBias};
 use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncoding};
-use megagraph_models::{Attend, GraphTransformer, GraphTransformerLayer, NodeInput, key_mask};
+use megagraph_models::{Attend, AttendInputs, GraphTransformer, GraphTransformerLayer, NodeInput, key_mask, spatial_bias};
 
 use crate::context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
 use crate::{ParallelConfig, ParallelError};
@@ -200,12 +200,12 @@ impl<B: ContextParallelBackend> StageModule<B> {
         for (offset, layer) in self.layers.iter().enumerate() {
             // each rank draws the key dropout of its own keys, which travel the ring with them
             let keys = key_mask(&context.padding, self.key_dropout);
-            let bias = DistanceBias {
+            let distance = DistanceBias {
                 index: context.index_rows.clone(),
                 table: context.table.clone(),
                 column_offset: 0,
             };
-            x = layer.forward_with(x, bias, keys, context, self.first_layer + offset)?;
+            x = layer.forward_with(x, spatial_bias(distance, keys), context, self.first_layer + offset)?;
         }
         Ok(x)
     }
@@ -226,16 +226,9 @@ impl<B: ContextParallelBackend> StageModule<B> {
 impl<B: ContextParallelBackend> Attend<B> for BlockContext<'_, B> {
     type Error = ParallelError;
 
-    fn attend(
-        &self,
-        q: Tensor<B, 4>,
-        k: Tensor<B, 4>,
-        v: Tensor<B, 4>,
-        bias: AttentionBias<B>,
-        options: &AttentionOptions,
-        layer: usize,
-    ) -> Result<Tensor<B, 4>, ParallelError> {
+    fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, ParallelError> {
+        let AttendInputs { q, k, v, bias, options } = inputs;
         let call = RingCall { layer, ..self.call };
-        Ok(ring_attention(q, k, v, bias, options, self.ring, call)?.output)
+        Ok(ring_attention(q, k, v, bias, &options, self.ring, call)?.output)
     }
 }
