@@ -219,7 +219,8 @@ impl SequenceDataset {
         stored.div_ceil(rows.max(1))
     }
 
-    /// Reads of distance rows served by [`prefetch`](Self::prefetch)'s background builds so far.
+    /// Reads of distance rows that [`prefetch`](Self::prefetch) asked for, so far (built on the
+    /// background thread, or by the reader that found them still queued).
     pub fn prefetched_reads(&self) -> u64 {
         self.prefetcher.hits()
     }

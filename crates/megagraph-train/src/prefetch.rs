@@ -158,14 +158,19 @@ impl RowPrefetcher {
                     drop(state);
                     let rows = Arc::new((shared.build)(&members, key.1..key.2));
                     state = shared.lock();
-                    finish(&mut state, key, rows);
+                    let kept = finish(&mut state, key, rows.clone());
                     shared.changed.notify_all();
+                    if !kept {
+                        // dropped while this thread built it: the rows are still this read's
+                        return Some(rows);
+                    }
                 }
             }
         }
     }
 
-    /// Reads served from prefetched blocks so far.
+    /// Reads of asked-for blocks so far (built by the worker, or by a reader that found one
+    /// still queued).
     pub fn hits(&self) -> u64 {
         self.shared.hits.load(Ordering::Relaxed)
     }
@@ -193,10 +198,14 @@ impl Drop for RowPrefetcher {
     }
 }
 
-/// Stores a finished block, unless it was dropped meanwhile.
-fn finish(state: &mut State, key: RowKey, rows: Arc<SparseDistanceIndex>) {
-    if let Some(entry) = state.entries.get_mut(&key) {
-        entry.slot = Slot::Ready(rows);
+/// Stores a finished block, unless it was dropped meanwhile; whether it was stored.
+fn finish(state: &mut State, key: RowKey, rows: Arc<SparseDistanceIndex>) -> bool {
+    match state.entries.get_mut(&key) {
+        Some(entry) => {
+            entry.slot = Slot::Ready(rows);
+            true
+        }
+        None => false,
     }
 }
 
@@ -232,7 +241,8 @@ fn work(shared: &Shared) {
         drop(state);
         let rows = Arc::new((shared.build)(&members, key.1..key.2));
         state = shared.lock();
-        finish(&mut state, key, rows);
+        // a block dropped while it was built is not needed any more
+        let _ = finish(&mut state, key, rows);
         shared.changed.notify_all();
     }
 }
