@@ -6,6 +6,7 @@
 //! [`SequenceStrategy::Random`] is the baseline. [`edge_cut`] measures the difference.
 
 mod partition;
+mod reorder;
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -13,6 +14,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::graph::Graph;
+
+pub use reorder::cluster_order;
 
 /// How nodes are grouped into sequences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
