@@ -4,6 +4,7 @@
 //! [`learner`]: burn-train integration ([`MegaGraphTrainer`], a learning strategy for Burn's
 //! `SupervisedTraining`, with dataset, batcher and model types for node sequences).
 
+mod beta;
 mod checkpoint;
 mod config;
 mod curves;
@@ -24,6 +25,7 @@ mod trainer;
 
 /// burn-train, re-exported: `SupervisedTraining`, `Learner`, metrics, checkpointers.
 pub use burn_train;
+pub use beta::{BETA_LEVELS, BetaTuner};
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
     DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, SyntheticKind,

@@ -6,6 +6,7 @@
 //! [`SequenceStrategy::Random`] is the baseline. [`edge_cut`] measures the difference.
 
 mod partition;
+mod reform;
 mod reorder;
 
 use rand::SeedableRng;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::graph::Graph;
 
+pub use reform::{BlockReform, ReformThreshold, reform_edges};
 pub use reorder::cluster_order;
 
 /// How nodes are grouped into sequences.
