@@ -37,26 +37,13 @@ impl<B: ContextParallelBackend> Worker<B> {
                 loss.backward()
             }
             (None, Some(output)) => {
-                let link = self
-                    .links
-                    .grad_in
-                    .as_ref()
-                    .ok_or_else(|| self.internal("no gradient link"))?;
-                let what = || {
-                    format!(
-                        "the gradient of step {} micro-batch {micro} from stage {}",
-                        plan.step,
-                        self.coord.stage + 1
-                    )
-                };
-                let message = self.timed_receive(link, what)?;
-                if message.step != plan.step || message.micro != micro {
-                    return Err(ParallelError::OutOfOrder {
-                        rank: self.rank,
-                        expected: what(),
-                        got: format!("step {} micro-batch {}", message.step, message.micro),
-                    });
-                }
+                let message = self.receive_from_stage(
+                    self.links.grad_in.as_ref(),
+                    "gradient",
+                    self.coord.stage + 1,
+                    plan.step,
+                    micro,
+                )?;
                 let grad_x = Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device));
                 let grad_table =
                     Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device));
@@ -75,16 +62,13 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .table
                 .grad(&grads)
                 .unwrap_or_else(|| saved.table.clone().inner().zeros_like());
-            link.send(ActivationGrad {
+            let gradient = ActivationGrad {
                 step: plan.step,
                 micro,
                 x: grad_x,
                 table: grad_table,
-            })
-            .map_err(|_| ParallelError::PeerGone {
-                rank: self.rank,
-                waiting_for: format!("stage {} (gradient)", self.coord.stage - 1),
-            })?;
+            };
+            self.send_to_stage(link, gradient, "gradient", self.coord.stage - 1)?;
         }
         Ok(grads)
     }

@@ -70,26 +70,13 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .val();
             (x, table, None)
         } else {
-            let link = self
-                .links
-                .activation_in
-                .as_ref()
-                .ok_or_else(|| self.internal("no activation link"))?;
-            let what = || {
-                format!(
-                    "the activation of step {} micro-batch {micro} from stage {}",
-                    plan.step,
-                    self.coord.stage - 1
-                )
-            };
-            let message = self.timed_receive(link, what)?;
-            if message.step != plan.step || message.micro != micro {
-                return Err(ParallelError::OutOfOrder {
-                    rank: self.rank,
-                    expected: what(),
-                    got: format!("step {} micro-batch {}", message.step, message.micro),
-                });
-            }
+            let message = self.receive_from_stage(
+                self.links.activation_in.as_ref(),
+                "activation",
+                self.coord.stage - 1,
+                plan.step,
+                micro,
+            )?;
             let x =
                 Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device)).require_grad();
             let table = Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device))
@@ -130,16 +117,13 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .activation_out
                 .as_ref()
                 .ok_or_else(|| self.internal("no activation link"))?;
-            link.send(Activation {
+            let activation = Activation {
                 step: plan.step,
                 micro,
                 x: output.clone().inner(),
                 table: table.clone().inner(),
-            })
-            .map_err(|_| ParallelError::PeerGone {
-                rank: self.rank,
-                waiting_for: format!("stage {} (activation)", self.coord.stage + 1),
-            })?;
+            };
+            self.send_to_stage(link, activation, "activation", self.coord.stage + 1)?;
             Ok((
                 InFlight {
                     module,

@@ -3,6 +3,7 @@
 
 mod backward;
 mod forward;
+mod pipeline;
 mod protocol;
 mod rank;
 mod report;

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamWConfig, Optimizer};
@@ -15,7 +15,7 @@ use super::protocol::{Command, Reply, ReplyBody, WorkerSetup};
 use crate::context::ContextParallelBackend;
 use crate::data::BatchSource;
 use crate::gradients::GradientReducer;
-use crate::mesh::{Control, Links, MeshShape, RankCoord, receive};
+use crate::mesh::{Control, Links, MeshShape, RankCoord};
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::stage::{StageModule, trainable};
 use crate::{InjectedFault, ParallelError};
@@ -45,7 +45,7 @@ pub(super) struct Worker<B: ContextParallelBackend> {
     pub(super) module: Option<StageModule<B>>,
     optimizer: AdamWConfig,
     pub(super) links: Links<Inner<B>>,
-    control: Arc<Control>,
+    pub(super) control: Arc<Control>,
     pub(super) source: Arc<dyn BatchSource<B>>,
     pub(super) reducer: Option<GradientReducer>,
     pub(super) fault: Option<InjectedFault>,
@@ -147,18 +147,6 @@ impl<B: ContextParallelBackend> Worker<B> {
             reducer.finish::<Inner<B>>();
         }
         Ok(())
-    }
-
-    /// [`receive`], counting the wait.
-    pub(super) fn timed_receive<T>(
-        &self,
-        link: &Receiver<T>,
-        what: impl Fn() -> String,
-    ) -> Result<T, ParallelError> {
-        let started = Instant::now();
-        let message = receive(link, &self.control, self.rank, what);
-        self.waited.set(self.waited.get() + started.elapsed());
-        message
     }
 
     pub(super) fn module(&self) -> Result<&StageModule<B>, ParallelError> {
