@@ -6,7 +6,8 @@
 //! holds the block of position `(r - t) mod cp` and calls the attention op with
 //! `column_offset = owner * S / cp` (so it reads the right index columns) and that block's key
 //! padding mask, which travels with it. The partial results are merged exactly with
-//! [`merge_partials`](megagraph_kernels::merge_partials). The distance index and the bias table are never sent.
+//! [`merge_partials`](megagraph_kernels::merge_partials). The distance index and the bias table
+//! are never sent.
 //!
 //! Backward (a custom autodiff node per position, see [`ContextParallelBackend`]): the node
 //! recomputes each block's contribution from the merged output and log-sum-exp (the standard
@@ -21,7 +22,8 @@
 //!
 //! All positions of a ring must run the same calls in the same order (same layers, same
 //! micro-batches); every message is tagged with its [`RingCall`], phase and hop, and a mismatch
-//! is reported as [`ParallelError::OutOfOrder`](crate::ParallelError::OutOfOrder) instead of silently mixing blocks.
+//! is reported as [`ParallelError::OutOfOrder`](crate::ParallelError::OutOfOrder) instead of
+//! silently mixing blocks.
 
 mod attention;
 mod backend;

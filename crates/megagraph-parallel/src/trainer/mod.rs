@@ -1,5 +1,6 @@
-//! [`ParallelTrainer`]: the front door. It validates a [`ParallelConfig`], starts one worker
-//! thread per rank, runs optimizer steps on the mesh and gathers the parameters back.
+//! [`ParallelTrainer`]: the front door. It validates a
+//! [`ParallelConfig`](crate::ParallelConfig), starts one worker thread per rank, runs optimizer
+//! steps on the mesh and gathers the parameters back.
 
 mod coordinate;
 mod optimizer;

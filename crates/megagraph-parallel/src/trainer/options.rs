@@ -19,7 +19,7 @@ pub struct InjectedFault {
     pub step: u64,
 }
 
-/// Options of a [`ParallelTrainer`] besides the mesh shape.
+/// Options of a [`ParallelTrainer`](crate::ParallelTrainer) besides the mesh shape.
 #[derive(Clone, Debug)]
 pub struct TrainerOptions {
     /// The optimizer every stage runs on its own parameters (AdamW is element-wise, so the
@@ -28,8 +28,8 @@ pub struct TrainerOptions {
     /// Nodes per sequence as the batch source delivers them; padded to a multiple of `cp`.
     pub seq_len: usize,
     /// The usual number of sequences per step (checked against `dp` and `micro_batches` by
-    /// [`ParallelConfig::validate`]; a step may take any number of at least
-    /// `dp * micro_batches`, e.g. a smaller last batch of an epoch).
+    /// [`ParallelConfig::validate`](crate::ParallelConfig::validate); a step may take any
+    /// number of at least `dp * micro_batches`, e.g. a smaller last batch of an epoch).
     pub sequences_per_step: usize,
     /// How long a rank waits for a peer before giving up. Default: 600 s.
     pub timeout: Duration,
@@ -38,7 +38,8 @@ pub struct TrainerOptions {
     /// This process's place in a multi-node run; `None` (the default) or one node: this
     /// process trains alone. See [`nodes`](crate::nodes).
     pub nodes: Option<NodeConfig>,
-    /// How each rank measures its [`RankReport::peak_bytes`]. Default (`None`):
+    /// How each rank measures its [`RankReport::peak_bytes`](crate::RankReport::peak_bytes).
+    /// Default (`None`):
     /// [`ThreadAllocatorMeter`](crate::ThreadAllocatorMeter), which measures only when
     /// [`CountingAllocator`](crate::CountingAllocator) is the global allocator (CPU backends);
     /// on a GPU backend give a [`CubeMemoryMeter`](crate::meter) of the device.
