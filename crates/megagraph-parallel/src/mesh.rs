@@ -160,6 +160,24 @@ pub(crate) struct ActivationGrad<B: Backend> {
     pub table: Tensor<B, 2>,
 }
 
+/// A message between pipeline stages, tagged with the micro-batch it belongs to.
+pub(crate) trait StageMessage {
+    /// The step and the micro-batch of the message.
+    fn tag(&self) -> (u64, usize);
+}
+
+impl<B: Backend> StageMessage for Activation<B> {
+    fn tag(&self) -> (u64, usize) {
+        (self.step, self.micro)
+    }
+}
+
+impl<B: Backend> StageMessage for ActivationGrad<B> {
+    fn tag(&self) -> (u64, usize) {
+        (self.step, self.micro)
+    }
+}
+
 /// One rank's channels.
 pub(crate) struct Links<B: Backend> {
     /// Activations from the previous stage (stages `> 0`).

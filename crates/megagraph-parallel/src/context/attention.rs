@@ -1,0 +1,146 @@
+//! [`ring_attention`]: the tensor-level entry point of context parallelism.
+
+use std::sync::Arc;
+
+use burn::tensor::Tensor;
+use megagraph_kernels::{
+    AttentionBias, AttentionError, AttentionOptions, AttentionOutput, DistanceBiasPrimitive,
+    GraphAttentionInputs,
+};
+
+use super::backend::ContextParallelBackend;
+use super::endpoint::RingEndpoint;
+use super::message::RingCall;
+use super::packed::{float, primitive, unpack};
+use crate::ParallelError;
+
+/// Exact biased attention of this ring position's queries over the whole sequence.
+///
+/// - `q`, `k`, `v`: this position's block, `[batch, heads, block, head_dim]`
+/// - `bias.distance` (required): this position's index ROWS, `[batch, block, block * ring
+///   size]` (its `column_offset` is ignored: each hop sets the offset of the block it holds),
+///   and the table `[buckets, heads]`
+/// - `bias.key_padding_mask` (optional): this position's block, `[batch, block]`,
+///   `true` = padding; it travels the ring with the block's keys
+/// - `bias.dense`: not supported
+/// - returns the output `[batch, heads, block, head_dim]` and log-sum-exp `[batch, heads, block]`
+///   over all keys, equal to [`graph_attention`](megagraph_kernels::graph_attention) on the whole
+///   sequence restricted to this block's rows.
+///
+/// Every position of `ring` must make the same calls, in the same order, with the same `call`.
+/// Differentiable in `q`, `k`, `v` and the table; the backward pass communicates over the ring
+/// too, and a failure there is reported by [`RingEndpoint::take_failure`] after `backward()`.
+///
+/// # Errors
+///
+/// [`ParallelError::Attention`] for inconsistent shapes, [`ParallelError::Unsupported`] without
+/// a distance bias or with a dense bias, a communication error otherwise.
+pub fn ring_attention<B: ContextParallelBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    bias: AttentionBias<B>,
+    options: &AttentionOptions,
+    ring: &Arc<RingEndpoint<B::InnerBackend>>,
+    call: RingCall,
+) -> Result<AttentionOutput<B>, ParallelError> {
+    let rank = ring.rank;
+    let fail = |source: AttentionError| ParallelError::Attention { rank, source };
+    if bias.dense.is_some() {
+        return Err(ParallelError::Unsupported {
+            rank,
+            what: "a dense attention bias in ring attention (it would have to travel the ring)",
+        });
+    }
+    let Some(distance) = bias.distance else {
+        return Err(ParallelError::Unsupported {
+            rank,
+            what: "ring attention without a distance bias",
+        });
+    };
+    let [batch, heads, block, head_dim] = q.dims();
+    let expect =
+        |tensor: &'static str, actual: Vec<usize>, expected: Vec<(&'static str, usize)>| {
+            for (&size, (dim, want)) in actual.iter().zip(expected) {
+                if size != want {
+                    return Err(fail(AttentionError::ShapeMismatch {
+                        tensor,
+                        dim,
+                        expected: want,
+                        actual: size,
+                        shape: actual.clone(),
+                    }));
+                }
+            }
+            Ok(())
+        };
+    let qkv = vec![
+        ("batch", batch),
+        ("heads", heads),
+        ("block", block),
+        ("head_dim", head_dim),
+    ];
+    expect("k", k.dims().to_vec(), qkv.clone())?;
+    expect("v", v.dims().to_vec(), qkv)?;
+    expect(
+        "distance.index",
+        distance.index.dims().to_vec(),
+        vec![
+            ("batch", batch),
+            ("block", block),
+            ("total_k_len", block * ring.size),
+        ],
+    )?;
+    let table_dims = distance.table.dims().to_vec();
+    expect(
+        "distance.table",
+        table_dims.clone(),
+        vec![("buckets", table_dims[0]), ("heads", heads)],
+    )?;
+    if let Some(mask) = &bias.key_padding_mask {
+        expect(
+            "key_padding_mask",
+            mask.dims().to_vec(),
+            vec![("batch", batch), ("block", block)],
+        )?;
+    }
+    for (tensor, dim, size, shape) in [
+        ("q", "batch", batch, q.dims().to_vec()),
+        ("q", "heads", heads, q.dims().to_vec()),
+        ("q", "block", block, q.dims().to_vec()),
+        ("q", "head_dim", head_dim, q.dims().to_vec()),
+        (
+            "distance.table",
+            "buckets",
+            table_dims[0],
+            table_dims.clone(),
+        ),
+    ] {
+        if size == 0 {
+            return Err(fail(AttentionError::EmptyDimension { tensor, dim, shape }));
+        }
+    }
+    if options.block_size == 0 {
+        return Err(fail(AttentionError::ZeroBlockSize));
+    }
+    let scale = options.scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return Err(fail(AttentionError::NonFiniteScale(scale)));
+    }
+    let inputs = GraphAttentionInputs::<B> {
+        q: primitive(q),
+        k: primitive(k),
+        v: primitive(v),
+        distance: Some(DistanceBiasPrimitive {
+            index: distance.index.into_primitive(),
+            table: primitive(distance.table),
+            column_offset: 0,
+        }),
+        dense: None,
+        key_padding_mask: bias.key_padding_mask.map(|mask| mask.into_primitive()),
+        scale,
+        block_size: options.block_size,
+    };
+    let packed: Tensor<B, 4> = float(B::ring_attention_packed(inputs, ring, call)?);
+    Ok(unpack(packed))
+}

@@ -1,0 +1,101 @@
+//! [`ContextParallelBackend`]: ring attention as a custom autodiff node of every [`Autodiff`]
+//! backend whose inner backend runs the graph attention op.
+
+use core::marker::PhantomData;
+use std::sync::Arc;
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::ops::{Backward, OpsKind};
+use burn::tensor::ops::FloatTensor;
+use megagraph_kernels::{
+    DistanceBiasPrimitive, GraphAttentionAutodiffBackend, GraphAttentionBackend,
+    GraphAttentionInputs,
+};
+
+use super::backward::{RingAttentionBackward, RingState};
+use super::endpoint::RingEndpoint;
+use super::forward::ring_forward;
+use super::message::RingCall;
+use crate::ParallelError;
+
+/// An autodiff backend that runs ring attention with its own backward node.
+///
+/// Implemented for every [`Autodiff`] backend whose inner backend runs the graph attention op;
+/// training code bounds on this trait.
+pub trait ContextParallelBackend: GraphAttentionAutodiffBackend {
+    /// Ring attention at the primitive level. `inputs` are this position's
+    /// `q`, `k`, `v` (`[batch, heads, block, head_dim]`), its distance index rows
+    /// (`[batch, block, block * ring size]`; the column offset is set per hop) with the table,
+    /// and its key padding mask (`[batch, block]`). Returns the packed
+    /// `[batch, heads, block, head_dim + 1]` result (output, then log-sum-exp), like
+    /// [`GraphAttentionBackend::graph_attention_forward`].
+    ///
+    /// # Errors
+    ///
+    /// A communication failure with a ring neighbour.
+    fn ring_attention_packed(
+        inputs: GraphAttentionInputs<Self>,
+        ring: &Arc<RingEndpoint<Self::InnerBackend>>,
+        call: RingCall,
+    ) -> Result<FloatTensor<Self>, ParallelError>;
+}
+
+
+impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for Autodiff<B, C> {
+    fn ring_attention_packed(
+        inputs: GraphAttentionInputs<Self>,
+        ring: &Arc<RingEndpoint<B>>,
+        call: RingCall,
+    ) -> Result<FloatTensor<Self>, ParallelError> {
+        let Some(distance) = inputs.distance else {
+            return Err(ParallelError::Unsupported {
+                rank: ring.rank,
+                what: "ring attention without a distance bias",
+            });
+        };
+        if inputs.dense.is_some() {
+            return Err(ParallelError::Unsupported {
+                rank: ring.rank,
+                what: "a dense attention bias in ring attention",
+            });
+        }
+        let nodes = [
+            inputs.q.node.clone(),
+            inputs.k.node.clone(),
+            inputs.v.node.clone(),
+            distance.table.node.clone(),
+        ];
+        let inner = GraphAttentionInputs::<B> {
+            q: inputs.q.primitive,
+            k: inputs.k.primitive,
+            v: inputs.v.primitive,
+            distance: Some(DistanceBiasPrimitive {
+                index: distance.index.cast(),
+                table: distance.table.primitive,
+                column_offset: 0,
+            }),
+            dense: None,
+            key_padding_mask: inputs.key_padding_mask,
+            scale: inputs.scale,
+            block_size: inputs.block_size,
+        };
+        // communicate before registering the node, so an error leaves no half-built graph
+        let packed = ring_forward(&inner, ring, call)?;
+        let step = RingAttentionBackward::<B> {
+            _backend: PhantomData,
+        };
+        Ok(match step.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let state = RingState {
+                    inputs: inner,
+                    packed: packed.clone(),
+                    ring: ring.clone(),
+                    call,
+                };
+                prep.finish(state, packed)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(packed),
+        })
+    }
+}

@@ -1,0 +1,43 @@
+//! One hop of the ring: the op's inputs for the block held, and the error for a block that
+//! lacks a part.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use megagraph_kernels::{DistanceBiasPrimitive, GraphAttentionInputs};
+
+use super::message::Block;
+use super::packed::float;
+use crate::ParallelError;
+
+/// The inputs of the op for `block`: this position's queries and index rows, the block's keys,
+/// values and mask, and the index columns of the block's owner.
+pub(super) fn hop_inputs<B: Backend>(
+    local: &GraphAttentionInputs<B>,
+    block: &Block<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+) -> GraphAttentionInputs<B> {
+    let block_len = float::<B, 4>(local.q.clone()).dims()[2];
+    GraphAttentionInputs {
+        q: local.q.clone(),
+        k,
+        v,
+        distance: local.distance.as_ref().map(|d| DistanceBiasPrimitive {
+            index: d.index.clone(),
+            table: d.table.clone(),
+            column_offset: block.owner * block_len,
+        }),
+        dense: None,
+        key_padding_mask: block.mask.clone(),
+        scale: local.scale,
+        block_size: local.block_size,
+    }
+}
+
+pub(super) fn missing(rank: usize, what: &str) -> ParallelError {
+    ParallelError::OutOfOrder {
+        rank,
+        expected: format!("a ring block with {what}"),
+        got: "a block without it".to_string(),
+    }
+}
