@@ -15,6 +15,7 @@ use crate::config::{MeshConfig, TrainConfig};
 use crate::data::{NodeBatch, SequenceDataset, SplitRole};
 use crate::engine::{EngineSetup, Mesh, SingleDevice, StepEngine};
 use crate::error::{Result, TrainError};
+use crate::mesh_plan::MeshPlan;
 use crate::metrics::{EpochMetrics, TrainReport, peak_rss_bytes};
 use crate::parallel::{StepShape, resolve_layout};
 use crate::prefetch::RowLayout;
@@ -117,8 +118,8 @@ impl<'a> NodeClassificationTrainer<'a> {
             sequences_per_step: self.batch_size(),
             num_sequences: self.data.num_sequences(),
             nodes: self.nodes.as_ref().map_or(1, |nodes| nodes.num_nodes),
-            // a planned layout's memory model counts the sparse index as built
-            near_pairs_per_row: self.config.mesh.plan.is_some().then(|| self.data.near_pairs_per_row()),
+            // the planner's memory model counts the sparse index as it will be built
+            near_pairs_per_row: matches!(self.config.mesh.plan, Some(MeshPlan::Auto)).then(|| self.data.near_pairs_per_row()),
         };
         resolve_layout(&self.config.mesh, &self.model_config(), steps).map(Some)
     }
