@@ -5,7 +5,7 @@
 //!
 //! The dense layout costs one byte per pair; the sparse one about five bytes per stored pair and
 //! nothing for the others, so it is the smaller one below about 20% fill
-//! ([`BucketIndex::sparse_is_smaller`]). Both give identical results.
+//! ([`sparse_is_smaller`]). Both give identical results.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::IntTensor;
@@ -37,6 +37,13 @@ impl<B: Backend> From<SparseBucketIndex<B>> for BucketIndex<B> {
     }
 }
 
+/// Whether a sparse index of `stored` pairs takes fewer bytes than a dense one of `pairs`
+/// (offsets aside: 4 bytes of column and 1 of bucket per stored pair against 1 per pair): the
+/// layout [`BucketIndex::from_row_blocks`] picks.
+pub fn sparse_is_smaller(stored: usize, pairs: usize) -> bool {
+    stored.saturating_mul(5) < pairs
+}
+
 impl<B: Backend> BucketIndex<B> {
     /// `[batch, q_len, total_k_len]`: the pairs the index covers.
     pub fn dims(&self) -> [usize; 3] {
@@ -49,17 +56,11 @@ impl<B: Backend> BucketIndex<B> {
         }
     }
 
-    /// Whether a sparse index of `stored` pairs takes fewer bytes than a dense one of `pairs`
-    /// (offsets aside: 4 bytes of column and 1 of bucket per stored pair against 1 per pair).
-    pub fn sparse_is_smaller(stored: usize, pairs: usize) -> bool {
-        stored.saturating_mul(5) < pairs
-    }
-
     /// The index of query row blocks `blocks` (one per batch element, all of the same maximum
     /// distance) framed as `[batch, q_len, total_k_len]`: block `b`'s rows are the frame's first
     /// rows of batch element `b` and its columns the frame's first columns; every other pair
     /// (padding) is the far bucket. The layout is the smaller one for the fill: sparse when
-    /// [`Self::sparse_is_smaller`], dense otherwise.
+    /// [`sparse_is_smaller`], dense otherwise.
     ///
     /// # Errors
     /// [`AttentionError::IndexData`] when there are no blocks, when they differ in maximum
@@ -103,7 +104,7 @@ impl<B: Backend> BucketIndex<B> {
             }
         }
         let pairs = blocks.len() * q_len * total_k_len;
-        if Self::sparse_is_smaller(columns.len(), pairs) {
+        if sparse_is_smaller(columns.len(), pairs) {
             let parts = CsrParts {
                 row_offsets: &row_offsets,
                 columns: &columns,

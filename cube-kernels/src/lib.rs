@@ -47,7 +47,7 @@ pub use backend::{
 pub use bias::{AttentionBias, DistanceBias};
 pub use error::AttentionError;
 pub use index::{
-    BucketIndex, BucketIndexPrimitive, CsrParts, SparseBucketIndex, SparseBucketIndexPrimitive,
+    BucketIndex, BucketIndexPrimitive, CsrParts, SparseBucketIndex, SparseBucketIndexPrimitive, sparse_is_smaller,
 };
 pub use merge::merge_partials;
 pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, sparse_edge_attention};

@@ -3,7 +3,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use megagraph_kernels::{BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
+use megagraph_kernels::{BucketIndex, CsrParts, DistanceBias, SparseBucketIndex, sparse_is_smaller};
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, materialize};
 use megagraph_parallel::{BatchSource, TrainBatch};
 use megagraph_planner::ModelShape;
@@ -141,12 +141,11 @@ impl SyntheticSource {
 
     /// The same sequences with a sparse distance index of `per_row` stored pairs per row (at
     /// least 1, at most `seq_len`), drawn from `seed`, when that is under a fifth of the pairs
-    /// (the runtime's rule, [`BucketIndex::sparse_is_smaller`]); the dense index otherwise.
+    /// (the runtime's rule, [`sparse_is_smaller`]); the dense index otherwise.
     pub fn with_near_pairs(mut self, per_row: usize, seed: u64) -> Self {
         let s = self.seq_len;
         let per_row = per_row.clamp(1, s);
-        // BucketIndex::sparse_is_smaller, the runtime's choice: sparse under a fifth of the pairs
-        if per_row.saturating_mul(5) >= s {
+        if !sparse_is_smaller(s * per_row, s * s) {
             self.near = None;
             return self;
         }
