@@ -139,8 +139,8 @@ impl MemoryModel {
     ) -> Self {
         let e = workload.dtype_bytes as f64;
         let d = shape.hidden as f64;
-        let block = (workload.seq_len / mesh.cp.max(1)) as f64;
-        let sequences = (workload.sequences_per_step / (mesh.dp * mesh.micro_batches).max(1)) as f64;
+        let (sequences, block) = workload.micro_batch(mesh.cp, mesh.dp, mesh.micro_batches);
+        let (sequences, block) = (sequences as f64, block as f64);
         let rows = sequences * block;
         let attention_saved = fitted.attention.saved_bytes(sequences, block);
         let attention_workspace = fitted.attention.workspace_bytes(sequences, block);
@@ -167,7 +167,7 @@ impl MemoryModel {
                 .max(attention_workspace),
             embedding_workspace: fitted.embedding.workspace_bytes(rows),
             head_workspace: fitted.head.workspace_bytes(rows),
-            index_per_micro_batch: workload.index_bytes_per_micro_batch(mesh.cp, mesh.dp, mesh.micro_batches) as f64,
+            index_per_micro_batch: rows * workload.index_row_bytes() as f64,
             // f32 features, two i64 degrees; i64 labels and f32 weights; a bool padding flag
             first_inputs: rows * (e * shape.feature_dim as f64 + 16.0),
             last_inputs: rows * (8.0 + e),

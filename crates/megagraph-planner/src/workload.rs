@@ -166,7 +166,8 @@ impl Workload {
     /// Bytes of one query row of the distance index over the `seq_len` key columns, as the
     /// runtime holds it: the sparse row (a 4-byte column and a 1-byte bucket per stored pair,
     /// and a 4-byte row offset) when it stores fewer than a fifth of the pairs (the runtime's
-    /// choice, `BucketIndex::sparse_is_smaller`), else the dense row of `seq_len` bytes.
+    /// choice, `megagraph_kernels::sparse_is_smaller`, which this pure crate cannot call;
+    /// `plan --validate` measures both against each other), else the dense row of `seq_len` bytes.
     pub fn index_row_bytes(&self) -> usize {
         match self.near_pairs_per_row {
             Some(stored) if stored.saturating_mul(5) < self.seq_len => 4 + 5 * stored,
@@ -174,12 +175,19 @@ impl Workload {
         }
     }
 
-    /// Bytes of the distance index one rank holds for one micro-batch of a layout with `cp`,
-    /// `dp` and `micro_batches`: its `sequences_per_step / (dp · micro_batches)` sequences'
-    /// `seq_len / cp` rows of [`index_row_bytes`](Self::index_row_bytes) each.
+    /// One rank's share of a micro-batch under a layout with `cp`, `dp` and `micro_batches`:
+    /// `(sequences, rows per sequence)` = `(sequences_per_step / (dp · micro_batches), seq_len /
+    /// cp)`.
+    pub fn micro_batch(&self, cp: usize, dp: usize, micro_batches: usize) -> (usize, usize) {
+        (self.sequences_per_step / (dp * micro_batches).max(1), self.seq_len / cp.max(1))
+    }
+
+    /// Bytes of the distance index one rank holds for one micro-batch
+    /// ([`micro_batch`](Self::micro_batch)): its rows of
+    /// [`index_row_bytes`](Self::index_row_bytes) each.
     pub fn index_bytes_per_micro_batch(&self, cp: usize, dp: usize, micro_batches: usize) -> u64 {
-        let sequences = self.sequences_per_step / (dp * micro_batches).max(1);
-        (sequences * (self.seq_len / cp.max(1)) * self.index_row_bytes()) as u64
+        let (sequences, block) = self.micro_batch(cp, dp, micro_batches);
+        (sequences * block * self.index_row_bytes()) as u64
     }
 
     /// Checks that every size is positive and the element size is 1, 2, 4 or 8 bytes.
