@@ -155,7 +155,7 @@ impl SequenceDataset {
     /// If `index` is out of range.
     pub fn distance_rows(&self, index: usize, rows: Range<usize>) -> Arc<SparseDistanceIndex> {
         let members = &self.sequences[index];
-        let rows = rows.start.min(members.len())..rows.end.min(members.len());
+        let rows = clipped(rows, members.len());
         if let Some(built) = self.prefetcher.take((index, rows.start, rows.end)) {
             return built;
         }
@@ -184,13 +184,12 @@ impl SequenceDataset {
                         position,
                         with_input: false,
                     };
-                    let rows = request.rows(self.seq_len);
-                    let (start, end) = (rows.start.min(members.len()), rows.end.min(members.len()));
-                    if start == end {
+                    let rows = clipped(request.rows(self.seq_len), members.len());
+                    if rows.is_empty() {
                         // past the sequence's end: nothing to build
                         continue;
                     }
-                    blocks.push(((index, start, end), members.clone()));
+                    blocks.push(((index, rows.start, rows.end), members.clone()));
                 }
             }
         }
@@ -423,6 +422,12 @@ pub struct NodeBlock<B: Backend> {
 
 fn int_tensor<B: Backend, const D: usize>(values: Vec<i64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Int> {
     Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+/// `rows` clipped to a sequence of `len` members: the rows [`SequenceDataset::distance_rows`]
+/// builds, and the key its prefetched blocks are stored under.
+fn clipped(rows: Range<usize>, len: usize) -> Range<usize> {
+    rows.start.min(len)..rows.end.min(len)
 }
 
 /// Builds distance rows of `dataset`'s sequences as `options` say, adding the time to `nanos`.
