@@ -13,6 +13,9 @@
 //!   spatial attention biases; [`distance::SparseDistanceIndex`]: the same buckets of a block
 //!   of query rows as CSR (only pairs within `max_distance`), for long sequences.
 //!
+//! - [`temporal`]: timestamped event streams (loaders, chronological split, a synthetic
+//!   user-item generator) and temporal neighbour and negative sampling for temporal GNNs.
+//!
 //! This crate has no tensor-library dependency; everything is plain `Vec`s.
 
 #![warn(missing_docs)]
@@ -24,6 +27,7 @@ pub mod graph;
 pub mod ogb;
 pub mod sequence;
 pub mod synthetic;
+pub mod temporal;
 
 pub use dataset::{Dataset, NodeFeatures, Split};
 pub use distance::{
@@ -36,3 +40,7 @@ pub use graph::{Graph, GraphOptions, SelfLoops};
 pub use ogb::{LoadOptions, default_cache_dir, load_ogb};
 pub use sequence::{SequenceStrategy, edge_cut, node_sequences, node_sequences_with_progress};
 pub use synthetic::{CsbmConfig, PowerLawConfig};
+pub use temporal::{
+    ChronologicalSplit, EventStream, SplitFractions, TemporalError, load_jodie, load_temporal_dir,
+    load_tgl,
+};

@@ -13,9 +13,9 @@
 //! Each file may be gzip-compressed (`.gz`, preferred when both exist) or plain.
 
 mod cache;
-mod fields;
-mod lines;
-mod parse;
+pub(crate) mod fields;
+pub(crate) mod lines;
+pub(crate) mod parse;
 mod sources;
 #[cfg(test)]
 mod tests;

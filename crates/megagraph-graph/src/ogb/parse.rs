@@ -155,6 +155,25 @@ fn read_graph(
 }
 
 fn read_features(src: &SourceFile, num_nodes: usize) -> Result<NodeFeatures, LoadError> {
+    let (dim, values) = read_feature_rows(src, num_nodes, "feature rows (one per node)")?;
+    Ok(NodeFeatures {
+        num_nodes,
+        dim,
+        values,
+    })
+}
+
+/// Reads a file of `rows` rows of comma-separated finite floats, all as wide as the first
+/// (`what` names the rows in a count error); returns `(dim, row-major values)`.
+///
+/// # Errors
+/// A [`LoadError`] naming the file, line and field of a malformed value or ragged row, or
+/// [`LoadError::CountMismatch`] if the file does not have `rows` rows.
+pub(crate) fn read_feature_rows(
+    src: &SourceFile,
+    rows: usize,
+    what: &'static str,
+) -> Result<(usize, Vec<f32>), LoadError> {
     let path = &src.path;
     // The width of the first non-blank row fixes the dimension.
     let mut dim: Option<usize> = None;
@@ -166,7 +185,7 @@ fn read_features(src: &SourceFile, num_nodes: usize) -> Result<NodeFeatures, Loa
                 .find(|l| !lines::is_blank(l))
                 .map(field_count);
             if let Some(d) = dim {
-                values.reserve(num_nodes.saturating_mul(d).min(1 << 28));
+                values.reserve(rows.saturating_mul(d).min(1 << 28));
             }
         }
         let d = dim.unwrap_or(0);
@@ -179,13 +198,8 @@ fn read_features(src: &SourceFile, num_nodes: usize) -> Result<NodeFeatures, Loa
         )
     })?;
     blanks.check(path)?;
-    let rows = blanks.content_lines();
-    expect_row_per_node(path, "feature rows (one per node)", rows, num_nodes)?;
-    Ok(NodeFeatures {
-        num_nodes,
-        dim: dim.unwrap_or(0),
-        values,
-    })
+    expect_row_per_node(path, what, blanks.content_lines(), rows)?;
+    Ok((dim.unwrap_or(0), values))
 }
 
 /// Parses one feature row of exactly `dim` finite numbers, appending them to `out`.

@@ -1,0 +1,29 @@
+//! Temporal interaction graphs: continuous-time event streams for temporal GNNs (TGN, JODIE,
+//! APAN, TGAT, DySAT).
+//!
+//! - [`EventStream`]: `(src, dst, time, label[, edge features])` events sorted by time.
+//! - Loaders with typed [`TemporalError`]s naming file, line and field: the shared layout
+//!   ([`load_temporal_dir`]), JODIE's raw CSV ([`load_jodie`]), TGL's `edges.csv`
+//!   ([`load_tgl`]).
+//! - [`ChronologicalSplit`]: 70/15/15 (configurable) by event index.
+//! - [`InteractionConfig`]: the seeded synthetic user-item stream (the built-in default).
+//! - [`TemporalCsr`] and [`TemporalSampler`]: most-recent or uniform neighbours strictly before
+//!   a time, multi-hop, parallel over the batch; [`NegativeSampler`]: seeded negative
+//!   destinations.
+
+mod error;
+mod events;
+mod jodie;
+mod layout;
+mod rows;
+mod split;
+#[cfg(test)]
+mod test_files;
+mod tgl;
+
+pub use error::TemporalError;
+pub use events::EventStream;
+pub use jodie::{JodieStream, load_jodie};
+pub use layout::load_temporal_dir;
+pub use split::{ChronologicalSplit, SplitFractions};
+pub use tgl::{TglStream, load_tgl};
