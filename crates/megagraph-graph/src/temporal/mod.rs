@@ -17,6 +17,7 @@ mod jodie;
 mod layout;
 mod rows;
 mod split;
+mod synthetic;
 #[cfg(test)]
 mod test_files;
 mod tgl;
@@ -26,4 +27,5 @@ pub use events::EventStream;
 pub use jodie::{JodieStream, load_jodie};
 pub use layout::load_temporal_dir;
 pub use split::{ChronologicalSplit, SplitFractions};
+pub use synthetic::{InteractionConfig, SyntheticInteractions};
 pub use tgl::{TglStream, load_tgl};
