@@ -77,11 +77,20 @@ pub(super) fn parse_dataset(
 }
 
 fn read_meta(path: &Path) -> Result<Meta, LoadError> {
+    read_json(path)
+}
+
+/// Reads a `meta.json`-like file into `T`.
+///
+/// # Errors
+/// [`LoadError::Io`] if it cannot be read, [`LoadError::Meta`] (line, column, message) if it
+/// is not valid JSON of the shape of `T`.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, LoadError> {
     let text = fs::read(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_slice::<Meta>(&text).map_err(|e| LoadError::Meta {
+    serde_json::from_slice::<T>(&text).map_err(|e| LoadError::Meta {
         path: path.to_path_buf(),
         line: e.line(),
         column: e.column(),
@@ -220,22 +229,7 @@ fn parse_feature_row(
                 found: field_count(line),
             });
         }
-        let v = parse_f32(field).ok_or_else(|| LoadError::Parse {
-            path: path.to_path_buf(),
-            line: number,
-            field: i + 1,
-            value: show(field),
-            expected: "a number",
-        })?;
-        if !v.is_finite() {
-            return Err(LoadError::NonFinite {
-                path: path.to_path_buf(),
-                line: number,
-                field: i + 1,
-                value: show(field),
-            });
-        }
-        out.push(v);
+        out.push(parse_feature(path, field, number, i + 1)?);
         found += 1;
     }
     if found != dim {
@@ -247,6 +241,35 @@ fn parse_feature_row(
         });
     }
     Ok(())
+}
+
+/// Parses field `index` (1-based) of line `line` as a finite feature value.
+///
+/// # Errors
+/// [`LoadError::Parse`] if it is not a number, [`LoadError::NonFinite`] if it is NaN or
+/// infinite.
+pub(crate) fn parse_feature(
+    path: &Path,
+    field: &[u8],
+    line: u64,
+    index: usize,
+) -> Result<f32, LoadError> {
+    let v = parse_f32(field).ok_or_else(|| LoadError::Parse {
+        path: path.to_path_buf(),
+        line,
+        field: index,
+        value: show(field),
+        expected: "a number",
+    })?;
+    if !v.is_finite() {
+        return Err(LoadError::NonFinite {
+            path: path.to_path_buf(),
+            line,
+            field: index,
+            value: show(field),
+        });
+    }
+    Ok(v)
 }
 
 fn read_labels(src: &SourceFile, num_nodes: usize) -> Result<Vec<i64>, LoadError> {

@@ -52,17 +52,7 @@ pub fn load_jodie(path: &Path) -> Result<JodieStream, TemporalError> {
         });
     }
     let fields = head.get(1).map_or(4, |row| field_count(row.as_bytes()));
-    let layout = RowLayout {
-        fields: fields.max(4),
-        src: 0,
-        dst: 1,
-        time: 2,
-        label: Some(3),
-        index: None,
-        roll: None,
-        features_from: (fields > 4).then_some(4),
-        node_bound: u64::from(u32::MAX),
-    };
+    let layout = RowLayout::src_dst_time_label(fields.max(4), u64::from(u32::MAX));
     let rows = parse_rows(&src, &layout)?;
     let mut c = columns(&src.path, &rows)?;
     drop(rows);

@@ -11,7 +11,6 @@
 //! `meta.json` is checked against the data; without `meta.json` (or its `num_nodes`) the node
 //! count is the largest id + 1 and the bipartite flag is unknown.
 
-use std::fs;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -19,9 +18,9 @@ use serde::Deserialize;
 use super::error::TemporalError;
 use super::events::EventStream;
 use super::rows::{RowLayout, columns, into_stream, max_node_count, parse_rows, read_head};
-use crate::error::LoadError;
 use crate::ogb::fields::show;
 use crate::ogb::lines::SourceFile;
+use crate::ogb::parse::read_json;
 
 /// The `meta.json` fields the loader checks (all optional).
 #[derive(Debug, Default, Deserialize)]
@@ -48,7 +47,7 @@ pub fn load_temporal_dir(dir: &Path) -> Result<EventStream, TemporalError> {
     let edges = SourceFile::require(&dir.join("edges.csv"))?;
     let meta_path = dir.join("meta.json");
     let meta = if meta_path.is_file() {
-        read_meta(&meta_path)?
+        read_json::<Meta>(&meta_path)?
     } else {
         log::warn!("{}: no meta.json; counts are not checked", dir.display());
         Meta::default()
@@ -64,17 +63,8 @@ pub fn load_temporal_dir(dir: &Path) -> Result<EventStream, TemporalError> {
         });
     }
     let feature_dim = names.len() - HEADER.len();
-    let layout = RowLayout {
-        fields: names.len(),
-        src: 0,
-        dst: 1,
-        time: 2,
-        label: Some(3),
-        index: None,
-        roll: None,
-        features_from: (feature_dim > 0).then_some(HEADER.len()),
-        node_bound: meta.num_nodes.unwrap_or(u64::from(u32::MAX)),
-    };
+    let node_bound = meta.num_nodes.unwrap_or(u64::from(u32::MAX));
+    let layout = RowLayout::src_dst_time_label(names.len(), node_bound);
     let rows = parse_rows(&edges, &layout)?;
     let c = columns(&edges.path, &rows)?;
     drop(rows);
@@ -92,19 +82,6 @@ pub fn load_temporal_dir(dir: &Path) -> Result<EventStream, TemporalError> {
         stream.edge_feature_dim()
     );
     Ok(stream)
-}
-
-fn read_meta(path: &Path) -> Result<Meta, LoadError> {
-    let text = fs::read(path).map_err(|source| LoadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_slice::<Meta>(&text).map_err(|e| LoadError::Meta {
-        path: path.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })
 }
 
 /// Checks every count and bound present in `meta` against the stream.

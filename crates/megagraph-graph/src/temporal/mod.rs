@@ -11,21 +11,27 @@
 //!   a time, multi-hop, parallel over the batch; [`NegativeSampler`]: seeded negative
 //!   destinations.
 
+mod csr;
 mod error;
 mod events;
 mod jodie;
 mod layout;
+mod negative;
 mod rows;
+mod sampler;
 mod split;
 mod synthetic;
 #[cfg(test)]
 mod test_files;
 mod tgl;
 
+pub use csr::{EventDirection, TemporalCsr};
 pub use error::TemporalError;
 pub use events::EventStream;
 pub use jodie::{JodieStream, load_jodie};
 pub use layout::load_temporal_dir;
+pub use negative::NegativeSampler;
+pub use sampler::{SampledHop, SamplerConfig, SamplingStrategy, TemporalSampler};
 pub use split::{ChronologicalSplit, SplitFractions};
 pub use synthetic::{InteractionConfig, SyntheticInteractions};
 pub use tgl::{TglStream, load_tgl};

@@ -10,8 +10,9 @@ use flate2::read::MultiGzDecoder;
 use super::error::TemporalError;
 use super::events::EventStream;
 use crate::error::LoadError;
-use crate::ogb::fields::{field_count, parse_f32, parse_u64, show, trim};
+use crate::ogb::fields::{field_count, parse_u64, show, trim};
 use crate::ogb::lines::{SourceFile, parse_file};
+use crate::ogb::parse::parse_feature;
 
 /// One parsed data row of an event file.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +56,24 @@ pub(crate) struct RowLayout {
     pub features_from: Option<usize>,
     /// Node ids must be below this bound.
     pub node_bound: u64,
+}
+
+impl RowLayout {
+    /// The layout `src,dst,time,label[,features...]` with `fields >= 4` fields per row (the
+    /// fields after the fourth are edge features) and node ids below `node_bound`.
+    pub(crate) fn src_dst_time_label(fields: usize, node_bound: u64) -> RowLayout {
+        RowLayout {
+            fields,
+            src: 0,
+            dst: 1,
+            time: 2,
+            label: Some(3),
+            index: None,
+            roll: None,
+            features_from: (fields > 4).then_some(4),
+            node_bound,
+        }
+    }
 }
 
 /// The file at `path`, gzip-compressed when its name ends in `.gz`.
@@ -193,16 +212,8 @@ fn parse_row(path: &Path, line: &[u8], number: u64, layout: &RowLayout) -> Resul
             row.index = parse_u64(field)
                 .ok_or_else(|| parse_error(i, field, "a non-negative integer event index"))?;
         } else if layout.features_from.is_some_and(|f| i >= f) {
-            let v = parse_f32(field).ok_or_else(|| parse_error(i, field, "a number"))?;
-            if !v.is_finite() {
-                return Err(LoadError::NonFinite {
-                    path: path.to_path_buf(),
-                    line: number,
-                    field: i + 1,
-                    value: show(field),
-                });
-            }
-            row.features.push(v);
+            row.features
+                .push(parse_feature(path, field, number, i + 1)?);
         }
     }
     Ok(row)
