@@ -41,6 +41,7 @@ pub use ogb::{LoadOptions, default_cache_dir, load_ogb};
 pub use sequence::{SequenceStrategy, edge_cut, node_sequences, node_sequences_with_progress};
 pub use synthetic::{CsbmConfig, PowerLawConfig};
 pub use temporal::{
-    ChronologicalSplit, EventStream, SplitFractions, TemporalError, load_jodie, load_temporal_dir,
-    load_tgl,
+    ChronologicalSplit, EventDirection, EventStream, InteractionConfig, NegativeSampler,
+    SampledHop, SamplerConfig, SamplingStrategy, SplitFractions, TemporalCsr, TemporalError,
+    TemporalSampler, load_jodie, load_temporal_dir, load_tgl,
 };

@@ -17,6 +17,7 @@ mod events;
 mod jodie;
 mod layout;
 mod negative;
+mod rng;
 mod rows;
 mod sampler;
 mod split;

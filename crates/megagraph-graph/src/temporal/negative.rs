@@ -1,12 +1,11 @@
 //! [`NegativeSampler`]: seeded random negative destinations for link prediction.
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rayon::prelude::*;
 
 use super::error::TemporalError;
 use super::events::EventStream;
-use super::sampler::stream_seed;
+use super::rng::RowRng;
 
 /// Draws negative destinations uniformly (with replacement) from a candidate set: for a
 /// bipartite stream the destination side (its distinct destination nodes, not an id range: the
@@ -70,8 +69,7 @@ impl NegativeSampler {
             return out;
         }
         out.par_chunks_mut(k).enumerate().for_each(|(row, chunk)| {
-            let seed = stream_seed(&[self.seed, epoch, batch, row as u64]);
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut rng = RowRng::at(&[self.seed, epoch, batch, row as u64]);
             for slot in chunk {
                 *slot = self.candidates[rng.random_range(0..self.candidates.len())];
             }

@@ -1,14 +1,13 @@
 //! [`TemporalSampler`]: the most recent or uniformly drawn neighbours of each root strictly
 //! before its time, over one or more hops, parallel over the batch.
 
-use rand::SeedableRng;
 use rand::seq::index;
-use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::csr::TemporalCsr;
 use super::error::TemporalError;
+use super::rng::RowRng;
 
 /// Which neighbours strictly before a root's time are sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -215,8 +214,7 @@ impl TemporalSampler {
                         (0..fanout).for_each(|slot| put(slot, before - fanout + slot));
                     }
                     SamplingStrategy::Uniform => {
-                        let seed = stream_seed(&[self.config.seed, batch, hop, r as u64]);
-                        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                        let mut rng = RowRng::at(&[self.config.seed, batch, hop, r as u64]);
                         let mut picked = index::sample(&mut rng, before, fanout).into_vec();
                         picked.sort_unstable();
                         picked
@@ -237,20 +235,6 @@ impl TemporalSampler {
             mask,
         }
     }
-}
-
-/// A 64-bit seed mixing `parts` (SplitMix64 finaliser after each part), so that per-row random
-/// streams depend only on their coordinates, not on the thread that draws them.
-pub(crate) fn stream_seed(parts: &[u64]) -> u64 {
-    let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
-    for &p in parts {
-        h ^= p;
-        h = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        h ^= h >> 31;
-    }
-    h
 }
 
 #[cfg(test)]
