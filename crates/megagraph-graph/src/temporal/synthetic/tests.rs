@@ -1,5 +1,8 @@
 use std::collections::VecDeque;
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
 use super::*;
 
 fn config(repeat_prob: f64, community_prob: f64, seed: u64) -> InteractionConfig {
@@ -176,4 +179,70 @@ fn invalid_configs_name_the_field() {
             other => panic!("{want}: unexpected {other:?}"),
         }
     }
+}
+
+/// Pairwise AUC of `score(event, item)` for the true item against one random item per event,
+/// over events after the first `warmup`.
+fn pairwise_auc(
+    s: &SyntheticInteractions,
+    cfg: &InteractionConfig,
+    warmup: usize,
+    mut score: impl FnMut(usize, u32) -> f64,
+    mut observe: impl FnMut(usize),
+) -> f64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let (mut wins, mut n) = (0.0, 0usize);
+    for e in 0..s.events.len() {
+        if e >= warmup {
+            let positive = s.events.dst()[e] - cfg.num_users as u32;
+            let negative = rng.random_range(0..cfg.num_items as u32);
+            let (p, q) = (score(e, positive), score(e, negative));
+            wins += if p > q {
+                1.0
+            } else if p == q {
+                0.5
+            } else {
+                0.0
+            };
+            n += 1;
+        }
+        observe(e);
+    }
+    wins / n as f64
+}
+
+#[test]
+fn per_user_memory_predicts_links_better_than_popularity() {
+    let cfg = InteractionConfig::default();
+    let s = cfg.generate().unwrap();
+    let (src, dst) = (s.events.src(), s.events.dst());
+    let item = |e: usize| dst[e] as usize - cfg.num_users;
+    // Memoryless: how often each item was used so far.
+    let popularity = std::cell::RefCell::new(vec![0.0f64; cfg.num_items]);
+    let auc_popularity = pairwise_auc(
+        &s,
+        &cfg,
+        6_000,
+        |_, i| popularity.borrow()[i as usize],
+        |e| popularity.borrow_mut()[item(e)] += 1.0,
+    );
+    // Per-user memory: when the user last used the item.
+    let last_use = std::cell::RefCell::new(std::collections::HashMap::<(u32, u32), f64>::new());
+    let auc_memory = pairwise_auc(
+        &s,
+        &cfg,
+        6_000,
+        |e, i| last_use.borrow().get(&(src[e], i)).copied().unwrap_or(-1.0),
+        |e| {
+            last_use
+                .borrow_mut()
+                .insert((src[e], item(e) as u32), e as f64);
+        },
+    );
+    eprintln!("pairwise AUC: popularity {auc_popularity:.3}, per-user memory {auc_memory:.3}");
+    assert!(auc_popularity < 0.6, "popularity AUC {auc_popularity}");
+    assert!(
+        auc_memory > auc_popularity + 0.15,
+        "memory {auc_memory} vs {auc_popularity}"
+    );
 }
