@@ -21,6 +21,7 @@ mod attend;
 mod attention;
 mod batch;
 pub mod encoders;
+pub mod temporal;
 mod layer;
 mod loss;
 mod materialize;

@@ -1,0 +1,124 @@
+//! Temporal graph attention stacked over 1 or 2 hops of sampled neighbours (TGN, TGAT).
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Bool, Tensor, backend::Backend};
+
+use super::{TemporalAttentionLayer, TemporalAttentionLayerConfig};
+
+/// The sampled neighbours of one level of nodes.
+#[derive(Debug, Clone)]
+pub struct NeighbourHop<B: Backend> {
+    /// Features of the edges to the neighbours, `[rows, fanout, dim_edge]`; `None` without edge
+    /// features.
+    pub edge_feat: Option<Tensor<B, 3>>,
+    /// `t_row − t_edge` for each neighbour, `[rows, fanout]`.
+    pub delta_t: Tensor<B, 2>,
+    /// `[rows, fanout]`, `true` for slots without a neighbour.
+    pub padding: Tensor<B, 2, Bool>,
+}
+
+/// Roots and their sampled neighbourhood, level by level.
+///
+/// Level 0 holds the roots, `[n_0, dim_node]`; level `l + 1` holds the neighbours of level `l`,
+/// `[n_l · fanout_l, dim_node]`, where row `i · fanout_l + j` is neighbour slot `j` of row `i`
+/// (padding slots hold any finite values). `hops[l]` describes the edges from level `l` to level
+/// `l + 1`.
+#[derive(Debug, Clone)]
+pub struct TemporalNeighbourhood<B: Backend> {
+    /// Node representations by level.
+    pub nodes: Vec<Tensor<B, 2>>,
+    /// Edges between consecutive levels.
+    pub hops: Vec<NeighbourHop<B>>,
+}
+
+/// Configuration of a [`TemporalAttentionEmbedding`].
+#[derive(Config, Debug)]
+pub struct TemporalAttentionEmbeddingConfig {
+    /// Width of the input node representations.
+    pub dim_node: usize,
+    /// Width of the edge features; 0 for none.
+    pub dim_edge: usize,
+    /// Width of the time encodings. Default: 100.
+    #[config(default = 100)]
+    pub dim_time: usize,
+    /// Output width. Default: 100.
+    #[config(default = 100)]
+    pub dim_out: usize,
+    /// Attention heads per layer. Default: 2.
+    #[config(default = 2)]
+    pub att_head: usize,
+    /// Layers = hops read (TGL's `layer`). Default: 1.
+    #[config(default = 1)]
+    pub layers: usize,
+    /// Dropout. Default: 0.1.
+    #[config(default = 0.1)]
+    pub dropout: f64,
+}
+
+/// `layers` [`TemporalAttentionLayer`]s: layer `k` (from 0) computes new representations of
+/// levels `0 ..= layers − 1 − k` from the level below, so the last layer yields the roots'.
+#[derive(Module, Debug)]
+pub struct TemporalAttentionEmbedding<B: Backend> {
+    /// The layers, first to last.
+    pub layers: Vec<TemporalAttentionLayer<B>>,
+}
+
+impl TemporalAttentionEmbeddingConfig {
+    /// Initializes a [`TemporalAttentionEmbedding`] on `device`.
+    ///
+    /// # Panics
+    ///
+    /// If `layers` is 0 or `dim_out` is not a multiple of `att_head`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> TemporalAttentionEmbedding<B> {
+        assert!(self.layers > 0, "a temporal attention embedding needs at least one layer");
+        let layers = (0..self.layers)
+            .map(|k| {
+                TemporalAttentionLayerConfig::new(if k == 0 { self.dim_node } else { self.dim_out }, self.dim_edge)
+                    .with_dim_time(self.dim_time)
+                    .with_dim_out(self.dim_out)
+                    .with_att_head(self.att_head)
+                    .with_dropout(self.dropout)
+                    .init(device)
+            })
+            .collect();
+        TemporalAttentionEmbedding { layers }
+    }
+}
+
+impl<B: Backend> TemporalAttentionEmbedding<B> {
+    /// Embeddings of the roots, `[n_0, dim_out]`.
+    ///
+    /// # Panics
+    ///
+    /// If `input` does not have `layers + 1` levels and `layers` hops of consistent shapes.
+    pub fn forward(&self, input: TemporalNeighbourhood<B>) -> Tensor<B, 2> {
+        let depth = self.layers.len();
+        assert!(
+            input.nodes.len() == depth + 1 && input.hops.len() == depth,
+            "{} layers read {} levels and {} hops, expected {} and {depth}",
+            depth,
+            input.nodes.len(),
+            input.hops.len(),
+            depth + 1
+        );
+        let mut nodes = input.nodes;
+        for (k, layer) in self.layers.iter().enumerate() {
+            nodes = (0..depth - k)
+                .map(|level| {
+                    let hop = &input.hops[level];
+                    let [rows, fanout] = hop.delta_t.dims();
+                    let width = nodes[level + 1].dims()[1];
+                    layer.forward(
+                        nodes[level].clone(),
+                        nodes[level + 1].clone().reshape([rows, fanout, width]),
+                        hop.edge_feat.clone(),
+                        hop.delta_t.clone(),
+                        hop.padding.clone(),
+                    )
+                })
+                .collect();
+        }
+        nodes.swap_remove(0)
+    }
+}

@@ -1,0 +1,45 @@
+//! JODIE's time projection of the memory (TGL's `JODIETimeEmbedding`).
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Initializer, Linear, LinearConfig};
+use burn::tensor::{Tensor, backend::Backend};
+
+/// Configuration of a [`JodieTimeEmbedding`].
+#[derive(Config, Debug)]
+pub struct JodieTimeEmbeddingConfig {
+    /// Width of the node representation (the memory width).
+    pub dim: usize,
+}
+
+/// JODIE's projection of a memory into the future: `h·(1 + w·Δt + b)`, with `w`, `b` learned
+/// per feature.
+///
+/// TGL feeds it `Δt = (t − t_last)/(t + 1)`, the time since the node's last update relative to
+/// the query time, which [`TemporalModel`](super::TemporalModel) computes.
+#[derive(Module, Debug)]
+pub struct JodieTimeEmbedding<B: Backend> {
+    /// `Δt ↦ w·Δt + b`, `1 → dim`.
+    pub time_projection: Linear<B>,
+}
+
+impl JodieTimeEmbeddingConfig {
+    /// Initializes a [`JodieTimeEmbedding`] on `device`: `w ~ N(0, 1)` and `b = 0`, so the
+    /// projection starts as the identity at `Δt = 0`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> JodieTimeEmbedding<B> {
+        let mut time_projection = LinearConfig::new(1, self.dim)
+            .with_initializer(Initializer::Normal { mean: 0.0, std: 1.0 })
+            .init(device);
+        time_projection.bias = time_projection.bias.map(|bias| bias.map(|b| b.zeros_like()));
+        JodieTimeEmbedding { time_projection }
+    }
+}
+
+impl<B: Backend> JodieTimeEmbedding<B> {
+    /// - `h`: `[rows, dim]`
+    /// - `delta_t`: normalized time since each row's last update `[rows]`
+    /// - output: `[rows, dim]`
+    pub fn forward(&self, h: Tensor<B, 2>, delta_t: Tensor<B, 1>) -> Tensor<B, 2> {
+        h * (self.time_projection.forward(delta_t.unsqueeze_dim(1)) + 1.0)
+    }
+}
