@@ -10,6 +10,7 @@
 //! Everything is tensor-level: samplers and trainers build the inputs.
 
 mod attention_embedding;
+mod batch;
 mod dysat;
 mod edge_predictor;
 mod error;
@@ -19,6 +20,10 @@ mod jodie_embedding;
 mod mailbox;
 mod masked_attention;
 mod memory;
+mod memory_updater;
+mod memory_write;
+mod model;
+mod preset;
 mod rnn_updater;
 mod rows;
 mod snapshot_attention;
@@ -28,6 +33,7 @@ mod time_encode;
 mod transformer_updater;
 
 pub use attention_embedding::{NeighbourHop, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig, TemporalNeighbourhood};
+pub use batch::{MemoryRows, NodeRows, TemporalBatch};
 pub use dysat::{DysatEmbedding, DysatEmbeddingConfig, SnapshotNeighbourhood};
 pub use edge_predictor::{EdgePredictor, EdgePredictorConfig};
 pub use error::TemporalStateError;
@@ -36,6 +42,10 @@ pub use identity_embedding::{IdentityEmbedding, IdentityEmbeddingConfig};
 pub use jodie_embedding::{JodieTimeEmbedding, JodieTimeEmbeddingConfig};
 pub use mailbox::{MailRows, Mailbox, MailboxState};
 pub use memory::{NodeMemory, NodeMemoryState};
+pub use memory_updater::{MemoryUpdateKind, MemoryUpdater};
+pub use memory_write::MemoryWrite;
+pub use model::{EmbeddingKind, TemporalModel, TemporalModelConfig, TemporalOutput};
+pub use preset::TemporalPreset;
 pub use rnn_updater::{RnnMemoryUpdater, RnnMemoryUpdaterConfig};
 pub use snapshot_attention::{SnapshotAttention, SnapshotAttentionConfig};
 pub use structural_attention::{StructuralAttention, StructuralAttentionConfig};
