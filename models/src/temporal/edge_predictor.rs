@@ -50,3 +50,33 @@ impl<B: Backend> EdgePredictor<B> {
         (positive.reshape([events]), negative.reshape([events, k]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, assert_close, linear64, read};
+    use burn::backend::Flex;
+
+    #[test]
+    fn logits_match_a_float64_reference() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (events, k, dim) = (4, 3, 6);
+        let predictor = EdgePredictorConfig::new(dim).init::<Flex>(&device);
+        let (src, s) = rng.tensor::<Flex, 2>([events, dim], &device);
+        let (pos, p) = rng.tensor::<Flex, 2>([events, dim], &device);
+        let (neg, n) = rng.tensor::<Flex, 3>([events, k, dim], &device);
+        let (positive, negative) = predictor.forward(src, pos, neg);
+
+        let (hs, hp, hn) = (linear64(&predictor.src_fc, &s), linear64(&predictor.dst_fc, &p), linear64(&predictor.dst_fc, &n));
+        let score = |a: &[f64], b: &[f64]| -> f64 {
+            let hidden: Vec<f64> = a.iter().zip(b).map(|(x, y)| (x + y).max(0.0)).collect();
+            linear64(&predictor.out_fc, &hidden)[0]
+        };
+        let row = |x: &[f64], i: usize| x[i * dim..(i + 1) * dim].to_vec();
+        let want_pos: Vec<f64> = (0..events).map(|e| score(&row(&hs, e), &row(&hp, e))).collect();
+        let want_neg: Vec<f64> = (0..events * k).map(|i| score(&row(&hs, i / k), &row(&hn, i))).collect();
+        assert_close("positive logits", &read(positive), &want_pos, 1e-5, rng.seed);
+        assert_close("negative logits", &read(negative), &want_neg, 1e-5, rng.seed);
+    }
+}

@@ -68,3 +68,36 @@ impl<B: Backend> GruMemoryUpdater<B> {
         candidate * (update.clone().neg() + 1.0) + update * memory
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, assert_close, concat64, linear64, read, sigmoid64, tensor, time_encode64, widen};
+    use burn::backend::Flex;
+
+    #[test]
+    fn step_matches_a_float64_gru_cell() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (rows, dim_mail, dim_memory, dim_time) = (5, 7, 4, 3);
+        let gru = GruMemoryUpdaterConfig::new(dim_mail, dim_memory).with_dim_time(dim_time).init::<Flex>(&device);
+        let (memory, h) = rng.tensor::<Flex, 2>([rows, dim_memory], &device);
+        let (mail, m) = rng.tensor::<Flex, 2>([rows, dim_mail], &device);
+        let delta_t = rng.values(rows, 0.0, 50.0);
+        let got = read(gru.forward(memory, mail, tensor(delta_t.clone(), [rows], &device)));
+
+        let x = concat64(&m, dim_mail, &time_encode64(&gru.time_encode, &widen(&delta_t)), dim_time);
+        let (gx, gh) = (linear64(&gru.input, &x), linear64(&gru.hidden, &h));
+        let want: Vec<f64> = (0..rows * dim_memory)
+            .map(|i| {
+                let (r, c) = (i / dim_memory, i % dim_memory);
+                let at = |gates: &[f64], part: usize| gates[r * 3 * dim_memory + part * dim_memory + c];
+                let reset = sigmoid64(at(&gx, 0) + at(&gh, 0));
+                let update = sigmoid64(at(&gx, 1) + at(&gh, 1));
+                let candidate = (at(&gx, 2) + reset * at(&gh, 2)).tanh();
+                (1.0 - update) * candidate + update * h[i]
+            })
+            .collect();
+        assert_close("GRU memory", &got, &want, 1e-5, rng.seed);
+    }
+}

@@ -32,6 +32,9 @@ mod temporal_attention;
 mod time_encode;
 mod transformer_updater;
 
+#[cfg(test)]
+mod reference;
+
 pub use attention_embedding::{NeighbourHop, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig, TemporalNeighbourhood};
 pub use batch::{MemoryRows, NodeRows, TemporalBatch};
 pub use dysat::{DysatEmbedding, DysatEmbeddingConfig, SnapshotNeighbourhood};

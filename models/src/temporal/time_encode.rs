@@ -83,3 +83,40 @@ impl<B: Backend> TimeEncode<B> {
         self.forward(Tensor::<B, 1>::zeros([rows], &device))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, assert_close, read, tensor, time_encode64, widen};
+    use burn::backend::{Autodiff, Flex};
+
+    #[test]
+    fn encoding_matches_a_float64_reference() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        // 10 frequencies: exponents linspace(0, 9, 10) = 0, 1, …, 9
+        let encode = TimeEncodeConfig::new(10).init::<Flex>(&device);
+        let frequency = read(encode.frequency.val());
+        for (i, w) in frequency.iter().enumerate() {
+            let want = 10f64.powf(-(i as f64));
+            assert!((w - want).abs() <= 1e-6 * want, "w[{i}] = {w}, expected {want}");
+        }
+        let delta_t = rng.values(6 * 5, 0.0, 100.0);
+        let got = read(encode.forward::<2, 3>(tensor(delta_t.clone(), [6, 5], &device)));
+        assert_close("cos(Δt·w + b)", &got, &time_encode64(&encode, &widen(&delta_t)), 1e-4, rng.seed);
+        assert_close("TimeEncode(0)", &read(encode.zero(3)), &[1.0; 30], 0.0, rng.seed);
+    }
+
+    #[test]
+    fn a_fixed_encoding_receives_no_gradient() {
+        type B = Autodiff<Flex>;
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let mut delta_t = || tensor::<B, 1>(rng.values(4, 0.0, 10.0), [4], &device);
+        for learnable in [true, false] {
+            let encode = TimeEncodeConfig::new(6).with_learnable(learnable).init::<B>(&device);
+            let grads = encode.forward::<1, 2>(delta_t()).sum().backward();
+            assert_eq!(encode.frequency.grad(&grads).is_some(), learnable, "learnable = {learnable}");
+        }
+    }
+}
