@@ -122,3 +122,46 @@ impl<B: Backend> TemporalAttentionEmbedding<B> {
         nodes.swap_remove(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, mask, read, tensor};
+    use burn::backend::Flex;
+
+    #[test]
+    fn two_layers_compose_the_layers_level_by_level() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (roots, fanout, dim_node, dim_out) = (2, 3, 4, 6);
+        let embedding = TemporalAttentionEmbeddingConfig::new(dim_node, 0)
+            .with_dim_time(3)
+            .with_dim_out(dim_out)
+            .with_layers(2)
+            .with_dropout(0.0)
+            .init::<Flex>(&device);
+        let counts = [roots, roots * fanout, roots * fanout * fanout];
+        let nodes: Vec<Tensor<Flex, 2>> = counts.iter().map(|&n| rng.tensor::<Flex, 2>([n, dim_node], &device).0).collect();
+        let hops: Vec<NeighbourHop<Flex>> = counts[..2]
+            .iter()
+            .map(|&n| NeighbourHop {
+                edge_feat: None,
+                delta_t: tensor(rng.values(n * fanout, 0.0, 9.0), [n, fanout], &device),
+                padding: mask((0..n * fanout).map(|i| i % 4 == 3).collect(), [n, fanout], &device),
+            })
+            .collect();
+        let got = embedding.forward(TemporalNeighbourhood { nodes: nodes.clone(), hops: hops.clone() });
+
+        let apply = |layer: &TemporalAttentionLayer<Flex>, level: usize, below: Tensor<Flex, 2>, this: Tensor<Flex, 2>| {
+            let width = below.dims()[1];
+            let hop = &hops[level];
+            layer.forward(this, below.reshape([counts[level], fanout, width]), None, hop.delta_t.clone(), hop.padding.clone())
+        };
+        let [first, second] = [&embedding.layers[0], &embedding.layers[1]];
+        let level1 = apply(first, 1, nodes[2].clone(), nodes[1].clone());
+        let level0 = apply(first, 0, nodes[1].clone(), nodes[0].clone());
+        let want = apply(second, 0, level1, level0);
+        assert_eq!(got.dims(), [roots, dim_out]);
+        assert_eq!(read(got), read(want), "seed {}", rng.seed);
+    }
+}

@@ -158,3 +158,54 @@ impl<B: Backend> Mailbox<B> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, read, tensor, widen};
+    use burn::backend::Flex;
+
+    fn bools<B: Backend>(t: Tensor<B, 2, Bool>) -> Vec<bool> {
+        t.into_data().iter::<bool>().collect()
+    }
+
+    #[test]
+    fn mails_fill_a_ring_per_node_and_the_last_occurrence_wins() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (size, dim) = (2, 3);
+        let mut mailbox = Mailbox::<Flex>::new(3, size, dim, &device);
+        let mut deliver = |mailbox: &mut Mailbox<Flex>, ids: &[usize]| {
+            let mails = rng.values(ids.len() * dim, -1.0, 1.0);
+            let times = rng.values(ids.len(), 0.0, 10.0);
+            mailbox
+                .write(ids, tensor(mails.clone(), [ids.len(), dim], &device), tensor(times.clone(), [ids.len()], &device))
+                .unwrap_or_else(|err| panic!("{err}"));
+            (widen(&mails), widen(&times))
+        };
+        // node 0 keeps only its second mail of the batch (row 2)
+        let (first, first_time) = deliver(&mut mailbox, &[0, 2, 0]);
+        assert_eq!(mailbox.received(), &[1, 0, 1]);
+        let rows = mailbox.gather(&[0, 1, 2]).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(bools(rows.padding), vec![false, true, true, true, false, true]);
+        let zeros = vec![0.0; dim];
+        let want = [&first[6..9], &zeros, &zeros, &zeros, &first[3..6], &zeros].concat();
+        assert_eq!(read(rows.mails), want);
+        assert_eq!(read(rows.time), vec![first_time[2], 0.0, 0.0, 0.0, first_time[1], 0.0]);
+
+        // two more mails to node 0: slot 1, then slot 0 again (the ring wraps)
+        let (second, _) = deliver(&mut mailbox, &[0]);
+        let (third, third_time) = deliver(&mut mailbox, &[0]);
+        let rows = mailbox.gather(&[0]).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(bools(rows.padding), vec![false, false]);
+        assert_eq!(read(rows.mails), [third.as_slice(), second.as_slice()].concat());
+        assert_eq!(read(rows.time)[0], third_time[0]);
+
+        let state = mailbox.to_state().unwrap_or_else(|err| panic!("{err}"));
+        let restored = Mailbox::<Flex>::from_state(&state, &device).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(restored.to_state(), Ok(state));
+        assert!(matches!(mailbox.gather(&[3]), Err(TemporalStateError::NodeOutOfRange { id: 3, .. })));
+        mailbox.reset();
+        assert_eq!(mailbox.received(), &[0, 0, 0]);
+    }
+}

@@ -127,3 +127,63 @@ pub(crate) fn floats(field: &'static str, data: TensorData) -> Result<Vec<f32>, 
         reason: format!("{err:?}"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, read, tensor, widen};
+    use burn::backend::Flex;
+
+    #[test]
+    fn writes_keep_the_last_occurrence_of_each_node() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let mut memory = NodeMemory::<Flex>::new(5, 3, &device);
+        let ids = [3, 1, 3, 0, 1];
+        let rows = rng.values(ids.len() * 3, -1.0, 1.0);
+        let times = rng.values(ids.len(), 0.0, 100.0);
+        memory
+            .write(&ids, tensor(rows.clone(), [5, 3], &device), tensor(times.clone(), [5], &device))
+            .unwrap_or_else(|err| panic!("{err}"));
+        // node 0 ← row 3, node 1 ← row 4, node 3 ← row 2; nodes 2 and 4 untouched
+        let source = [Some(3), Some(4), None, Some(2), None];
+        let (rows, times) = (widen(&rows), widen(&times));
+        let want_memory: Vec<f64> = source
+            .iter()
+            .flat_map(|s| s.map_or(vec![0.0; 3], |r| rows[r * 3..r * 3 + 3].to_vec()))
+            .collect();
+        let want_time: Vec<f64> = source.iter().map(|s| s.map_or(0.0, |r| times[r])).collect();
+        assert_eq!(read(memory.memory().clone()), want_memory, "seed {}", rng.seed);
+        assert_eq!(read(memory.last_update().clone()), want_time, "seed {}", rng.seed);
+        let (gathered, gathered_time) = memory.gather(&[3, 3, 2]).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(read(gathered), [&want_memory[9..12], &want_memory[9..12], &want_memory[6..9]].concat());
+        assert_eq!(read(gathered_time), vec![want_time[3], want_time[3], want_time[2]]);
+
+        let state = memory.to_state().unwrap_or_else(|err| panic!("{err}"));
+        let restored = NodeMemory::<Flex>::from_state(&state, &device).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(restored.to_state(), Ok(state));
+        memory.reset();
+        assert!(read(memory.memory().clone()).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn bad_ids_and_shapes_are_errors_that_leave_the_state_unchanged() {
+        let device = Default::default();
+        let mut memory = NodeMemory::<Flex>::new(4, 2, &device);
+        let write = |memory: &mut NodeMemory<Flex>, ids: &[usize], rows: usize| {
+            memory.write(ids, Tensor::ones([rows, 2], &device), Tensor::ones([rows], &device))
+        };
+        assert_eq!(
+            write(&mut memory, &[1, 4], 2),
+            Err(TemporalStateError::NodeOutOfRange { field: "ids", position: 1, id: 4, num_nodes: 4 })
+        );
+        assert!(matches!(write(&mut memory, &[1, 2], 3), Err(TemporalStateError::Shape { field: "memory", .. })));
+        assert!(read(memory.memory().clone()).iter().all(|&v| v == 0.0));
+        let mut state = memory.to_state().unwrap_or_else(|err| panic!("{err}"));
+        state.last_update.pop();
+        assert!(matches!(
+            NodeMemory::<Flex>::from_state(&state, &device),
+            Err(TemporalStateError::Shape { field: "last_update", .. })
+        ));
+    }
+}

@@ -57,3 +57,37 @@ impl<B: Backend> MemoryWrite<B> {
         mailbox.write(&ids, self.mails, self.time)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, read, tensor, widen};
+    use burn::backend::Flex;
+
+    #[test]
+    fn mails_carry_both_memories_and_the_latest_event_of_a_node_wins() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (dim_memory, dim_edge) = (2, 1);
+        let (src, s) = rng.tensor::<Flex, 2>([2, dim_memory], &device);
+        let (dst, d) = rng.tensor::<Flex, 2>([2, dim_memory], &device);
+        let (edge, e) = rng.tensor::<Flex, 2>([2, dim_edge], &device);
+        let times = rng.values(2, 0.0, 10.0);
+        let write = MemoryWrite::new(src, dst, tensor(times.clone(), [2], &device), Some(edge));
+        // event 0: 4 → 1; event 1: 2 → 4, so node 4 keeps event 1's (destination) write
+        let (mut memory, mut mailbox) = (NodeMemory::<Flex>::new(5, dim_memory, &device), Mailbox::<Flex>::new(5, 1, 5, &device));
+        write
+            .apply(&[4, 2], &[1, 4], &mut memory, &mut mailbox)
+            .unwrap_or_else(|err| panic!("{err}"));
+        let row = |x: &[f64], i: usize, w: usize| x[i * w..(i + 1) * w].to_vec();
+        let mail = |own: &[f64], other: &[f64], i: usize| [row(own, i, 2), row(other, i, 2), row(&e, i, 1)].concat();
+        let rows = mailbox.gather(&[1, 2, 4]).unwrap_or_else(|err| panic!("{err}"));
+        let want = [mail(&d, &s, 0), mail(&s, &d, 1), mail(&d, &s, 1)].concat();
+        assert_eq!(read(rows.mails), want, "seed {}", rng.seed);
+        let (kept, kept_time) = memory.gather(&[1, 2, 4]).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(read(kept), [row(&d, 0, 2), row(&s, 1, 2), row(&d, 1, 2)].concat());
+        let times = widen(&times);
+        assert_eq!(read(kept_time), vec![times[0], times[1], times[1]]);
+        assert_eq!(mailbox.received(), &[0, 1, 1, 0, 1]);
+    }
+}

@@ -106,3 +106,53 @@ impl<B: Backend> TransformerMemoryUpdater<B> {
         relu(self.dropout.forward(self.output.forward(normed)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{
+        Rng, assert_close, attend64, concat64, layer_norm64, linear64, mask, read, tensor, time_encode64,
+    };
+    use burn::backend::Flex;
+
+    #[test]
+    fn update_matches_a_float64_reference_with_empty_slots() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (rows, size, dim_mail, dim_memory, dim_time, heads) = (3, 4, 5, 6, 3, 2);
+        let updater = TransformerMemoryUpdaterConfig::new(dim_mail, dim_memory)
+            .with_dim_time(dim_time)
+            .with_att_head(heads)
+            .with_dropout(0.0)
+            .init::<Flex>(&device);
+        let (memory, h) = rng.tensor::<Flex, 2>([rows, dim_memory], &device);
+        let (mails, m) = rng.tensor::<Flex, 3>([rows, size, dim_mail], &device);
+        let mail_time = rng.values(rows * size, 0.0, 10.0);
+        let time = rng.values(rows, 10.0, 20.0);
+        // row 0 holds 2 mails, row 1 none, row 2 a full mailbox
+        let padding: Vec<bool> = (0..rows * size).map(|i| (i / size == 0 && i % size >= 2) || i / size == 1).collect();
+        let mail = MailRows {
+            mails,
+            time: tensor(mail_time.clone(), [rows, size], &device),
+            padding: mask(padding.clone(), [rows, size], &device),
+        };
+        let got = read(updater.forward(memory, mail, tensor(time.clone(), [rows], &device)));
+
+        let age: Vec<f64> = (0..rows * size)
+            .map(|i| f64::from(time[i / size]) - f64::from(mail_time[i]))
+            .collect();
+        let input = concat64(&m, dim_mail, &time_encode64(&updater.time_encode, &age), dim_time);
+        let attended = attend64(
+            &linear64(&updater.query, &h),
+            &linear64(&updater.key, &input),
+            &linear64(&updater.value, &input),
+            &padding,
+            size,
+            heads,
+        );
+        let residual: Vec<f64> = attended.iter().zip(&h).map(|(a, b)| a + b).collect();
+        let normed = layer_norm64(&updater.layer_norm, &residual);
+        let want: Vec<f64> = linear64(&updater.output, &normed).into_iter().map(|v| v.max(0.0)).collect();
+        assert_close("APAN memory", &got, &want, 2e-4, rng.seed);
+    }
+}
