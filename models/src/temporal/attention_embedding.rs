@@ -71,15 +71,21 @@ impl TemporalAttentionEmbeddingConfig {
     ///
     /// If `layers` is 0 or `dim_out` is not a multiple of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> TemporalAttentionEmbedding<B> {
-        assert!(self.layers > 0, "a temporal attention embedding needs at least one layer");
+        assert!(
+            self.layers > 0,
+            "a temporal attention embedding needs at least one layer"
+        );
         let layers = (0..self.layers)
             .map(|k| {
-                TemporalAttentionLayerConfig::new(if k == 0 { self.dim_node } else { self.dim_out }, self.dim_edge)
-                    .with_dim_time(self.dim_time)
-                    .with_dim_out(self.dim_out)
-                    .with_att_head(self.att_head)
-                    .with_dropout(self.dropout)
-                    .init(device)
+                TemporalAttentionLayerConfig::new(
+                    if k == 0 { self.dim_node } else { self.dim_out },
+                    self.dim_edge,
+                )
+                .with_dim_time(self.dim_time)
+                .with_dim_out(self.dim_out)
+                .with_att_head(self.att_head)
+                .with_dropout(self.dropout)
+                .init(device)
             })
             .collect();
         TemporalAttentionEmbedding { layers }
@@ -141,21 +147,40 @@ mod tests {
             .with_dropout(0.0)
             .init::<Flex>(&device);
         let counts = [roots, roots * fanout, roots * fanout * fanout];
-        let nodes: Vec<Tensor<Flex, 2>> = counts.iter().map(|&n| rng.tensor::<Flex, 2>([n, dim_node], &device).0).collect();
+        let nodes: Vec<Tensor<Flex, 2>> = counts
+            .iter()
+            .map(|&n| rng.tensor::<Flex, 2>([n, dim_node], &device).0)
+            .collect();
         let hops: Vec<NeighbourHop<Flex>> = counts[..2]
             .iter()
             .map(|&n| NeighbourHop {
                 edge_feat: None,
                 delta_t: tensor(rng.values(n * fanout, 0.0, 9.0), [n, fanout], &device),
-                padding: mask((0..n * fanout).map(|i| i % 4 == 3).collect(), [n, fanout], &device),
+                padding: mask(
+                    (0..n * fanout).map(|i| i % 4 == 3).collect(),
+                    [n, fanout],
+                    &device,
+                ),
             })
             .collect();
-        let got = embedding.forward(TemporalNeighbourhood { nodes: nodes.clone(), hops: hops.clone() });
+        let got = embedding.forward(TemporalNeighbourhood {
+            nodes: nodes.clone(),
+            hops: hops.clone(),
+        });
 
-        let apply = |layer: &TemporalAttentionLayer<Flex>, level: usize, below: Tensor<Flex, 2>, this: Tensor<Flex, 2>| {
+        let apply = |layer: &TemporalAttentionLayer<Flex>,
+                     level: usize,
+                     below: Tensor<Flex, 2>,
+                     this: Tensor<Flex, 2>| {
             let width = below.dims()[1];
             let hop = &hops[level];
-            layer.forward(this, below.reshape([counts[level], fanout, width]), None, hop.delta_t.clone(), hop.padding.clone())
+            layer.forward(
+                this,
+                below.reshape([counts[level], fanout, width]),
+                None,
+                hop.delta_t.clone(),
+                hop.padding.clone(),
+            )
         };
         let [first, second] = [&embedding.layers[0], &embedding.layers[1]];
         let level1 = apply(first, 1, nodes[2].clone(), nodes[1].clone());

@@ -2,7 +2,9 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::{MailRows, Mailbox, NeighbourHop, NodeMemory, SnapshotNeighbourhood, TemporalStateError};
+use super::{
+    MailRows, Mailbox, NeighbourHop, NodeMemory, SnapshotNeighbourhood, TemporalStateError,
+};
 
 /// The memory state of some node rows, as [`NodeMemory`] and [`Mailbox`] hold it before the
 /// batch (the memory updaters turn it into the rows' current memory).
@@ -19,7 +21,11 @@ pub struct MemoryRows<B: Backend> {
 impl<B: Backend> MemoryRows<B> {
     /// The rows of `ids` (repeats allowed) of `memory` and `mailbox`. Errors if an id is out of
     /// range.
-    pub fn gather(memory: &NodeMemory<B>, mailbox: &Mailbox<B>, ids: &[usize]) -> Result<Self, TemporalStateError> {
+    pub fn gather(
+        memory: &NodeMemory<B>,
+        mailbox: &Mailbox<B>,
+        ids: &[usize],
+    ) -> Result<Self, TemporalStateError> {
         let (rows, last_update) = memory.gather(ids)?;
         Ok(Self {
             memory: rows,
@@ -62,6 +68,8 @@ pub struct TemporalBatch<B: Backend> {
 impl<B: Backend> TemporalBatch<B> {
     /// Number of positive events: the root count over `2 + num_negatives`.
     pub fn num_events(&self) -> usize {
-        self.levels.first().map_or(0, |roots| roots.time.dims()[0] / (2 + self.num_negatives))
+        self.levels
+            .first()
+            .map_or(0, |roots| roots.time.dims()[0] / (2 + self.num_negatives))
     }
 }

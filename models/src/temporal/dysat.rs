@@ -4,7 +4,9 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Bool, Tensor, backend::Backend};
 
-use super::{SnapshotAttention, SnapshotAttentionConfig, StructuralAttention, StructuralAttentionConfig};
+use super::{
+    SnapshotAttention, SnapshotAttentionConfig, StructuralAttention, StructuralAttentionConfig,
+};
 
 /// Roots and their neighbours in each of the last `snapshots` snapshots (oldest first).
 #[derive(Debug, Clone)]
@@ -78,6 +80,7 @@ impl<B: Backend> DysatEmbedding<B> {
             input.padding.reshape([rows, fanout]),
         );
         let dim_out = per_snapshot.dims()[1];
-        self.temporal.forward(per_snapshot.reshape([roots, snapshots, dim_out]))
+        self.temporal
+            .forward(per_snapshot.reshape([roots, snapshots, dim_out]))
     }
 }

@@ -42,11 +42,20 @@ impl<B: Backend> EdgePredictor<B> {
     /// - `pos_dst`: destination embeddings `[events, dim_in]`
     /// - `neg_dst`: negative destinations `[events, k, dim_in]`
     /// - output: `([events], [events, k])`
-    pub fn forward(&self, src: Tensor<B, 2>, pos_dst: Tensor<B, 2>, neg_dst: Tensor<B, 3>) -> (Tensor<B, 1>, Tensor<B, 2>) {
+    pub fn forward(
+        &self,
+        src: Tensor<B, 2>,
+        pos_dst: Tensor<B, 2>,
+        neg_dst: Tensor<B, 3>,
+    ) -> (Tensor<B, 1>, Tensor<B, 2>) {
         let [events, k, _] = neg_dst.dims();
         let src = self.src_fc.forward(src);
-        let positive = self.out_fc.forward(relu(src.clone() + self.dst_fc.forward(pos_dst)));
-        let negative = self.out_fc.forward(relu(src.unsqueeze_dim::<3>(1) + self.dst_fc.forward(neg_dst)));
+        let positive = self
+            .out_fc
+            .forward(relu(src.clone() + self.dst_fc.forward(pos_dst)));
+        let negative = self.out_fc.forward(relu(
+            src.unsqueeze_dim::<3>(1) + self.dst_fc.forward(neg_dst),
+        ));
         (positive.reshape([events]), negative.reshape([events, k]))
     }
 }
@@ -68,15 +77,35 @@ mod tests {
         let (neg, n) = rng.tensor::<Flex, 3>([events, k, dim], &device);
         let (positive, negative) = predictor.forward(src, pos, neg);
 
-        let (hs, hp, hn) = (linear64(&predictor.src_fc, &s), linear64(&predictor.dst_fc, &p), linear64(&predictor.dst_fc, &n));
+        let (hs, hp, hn) = (
+            linear64(&predictor.src_fc, &s),
+            linear64(&predictor.dst_fc, &p),
+            linear64(&predictor.dst_fc, &n),
+        );
         let score = |a: &[f64], b: &[f64]| -> f64 {
             let hidden: Vec<f64> = a.iter().zip(b).map(|(x, y)| (x + y).max(0.0)).collect();
             linear64(&predictor.out_fc, &hidden)[0]
         };
         let row = |x: &[f64], i: usize| x[i * dim..(i + 1) * dim].to_vec();
-        let want_pos: Vec<f64> = (0..events).map(|e| score(&row(&hs, e), &row(&hp, e))).collect();
-        let want_neg: Vec<f64> = (0..events * k).map(|i| score(&row(&hs, i / k), &row(&hn, i))).collect();
-        assert_close("positive logits", &read(positive), &want_pos, 1e-5, rng.seed);
-        assert_close("negative logits", &read(negative), &want_neg, 1e-5, rng.seed);
+        let want_pos: Vec<f64> = (0..events)
+            .map(|e| score(&row(&hs, e), &row(&hp, e)))
+            .collect();
+        let want_neg: Vec<f64> = (0..events * k)
+            .map(|i| score(&row(&hs, i / k), &row(&hn, i)))
+            .collect();
+        assert_close(
+            "positive logits",
+            &read(positive),
+            &want_pos,
+            1e-5,
+            rng.seed,
+        );
+        assert_close(
+            "negative logits",
+            &read(negative),
+            &want_neg,
+            1e-5,
+            rng.seed,
+        );
     }
 }

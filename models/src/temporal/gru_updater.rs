@@ -43,7 +43,8 @@ impl GruMemoryUpdaterConfig {
     /// Initializes a [`GruMemoryUpdater`] on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> GruMemoryUpdater<B> {
         GruMemoryUpdater {
-            input: LinearConfig::new(self.dim_mail + self.dim_time, 3 * self.dim_memory).init(device),
+            input: LinearConfig::new(self.dim_mail + self.dim_time, 3 * self.dim_memory)
+                .init(device),
             hidden: LinearConfig::new(self.dim_memory, 3 * self.dim_memory).init(device),
             time_encode: TimeEncodeConfig::new(self.dim_time).init(device),
         }
@@ -57,7 +58,12 @@ impl<B: Backend> GruMemoryUpdater<B> {
     /// - `mail`: each row's mail `[rows, dim_mail]`
     /// - `delta_t`: time since each row's last update `[rows]`
     /// - output: `[rows, dim_memory]`
-    pub fn forward(&self, memory: Tensor<B, 2>, mail: Tensor<B, 2>, delta_t: Tensor<B, 1>) -> Tensor<B, 2> {
+    pub fn forward(
+        &self,
+        memory: Tensor<B, 2>,
+        mail: Tensor<B, 2>,
+        delta_t: Tensor<B, 1>,
+    ) -> Tensor<B, 2> {
         let dim = memory.dims()[1];
         let gates_x = self.input.forward(self.time_encode.append(mail, delta_t));
         let gates_h = self.hidden.forward(memory.clone());
@@ -72,7 +78,9 @@ impl<B: Backend> GruMemoryUpdater<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::temporal::reference::{Rng, assert_close, concat64, linear64, read, sigmoid64, tensor, time_encode64, widen};
+    use crate::temporal::reference::{
+        Rng, assert_close, concat64, linear64, read, sigmoid64, tensor, time_encode64, widen,
+    };
     use burn::backend::Flex;
 
     #[test]
@@ -80,18 +88,26 @@ mod tests {
         let device = Default::default();
         let mut rng = Rng::new();
         let (rows, dim_mail, dim_memory, dim_time) = (5, 7, 4, 3);
-        let gru = GruMemoryUpdaterConfig::new(dim_mail, dim_memory).with_dim_time(dim_time).init::<Flex>(&device);
+        let gru = GruMemoryUpdaterConfig::new(dim_mail, dim_memory)
+            .with_dim_time(dim_time)
+            .init::<Flex>(&device);
         let (memory, h) = rng.tensor::<Flex, 2>([rows, dim_memory], &device);
         let (mail, m) = rng.tensor::<Flex, 2>([rows, dim_mail], &device);
         let delta_t = rng.values(rows, 0.0, 50.0);
         let got = read(gru.forward(memory, mail, tensor(delta_t.clone(), [rows], &device)));
 
-        let x = concat64(&m, dim_mail, &time_encode64(&gru.time_encode, &widen(&delta_t)), dim_time);
+        let x = concat64(
+            &m,
+            dim_mail,
+            &time_encode64(&gru.time_encode, &widen(&delta_t)),
+            dim_time,
+        );
         let (gx, gh) = (linear64(&gru.input, &x), linear64(&gru.hidden, &h));
         let want: Vec<f64> = (0..rows * dim_memory)
             .map(|i| {
                 let (r, c) = (i / dim_memory, i % dim_memory);
-                let at = |gates: &[f64], part: usize| gates[r * 3 * dim_memory + part * dim_memory + c];
+                let at =
+                    |gates: &[f64], part: usize| gates[r * 3 * dim_memory + part * dim_memory + c];
                 let reset = sigmoid64(at(&gx, 0) + at(&gh, 0));
                 let update = sigmoid64(at(&gx, 1) + at(&gh, 1));
                 let candidate = (at(&gx, 2) + reset * at(&gh, 2)).tanh();

@@ -28,9 +28,14 @@ impl JodieTimeEmbeddingConfig {
     /// projection starts as the identity at `Δt = 0`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> JodieTimeEmbedding<B> {
         let mut time_projection = LinearConfig::new(1, self.dim)
-            .with_initializer(Initializer::Normal { mean: 0.0, std: 1.0 })
+            .with_initializer(Initializer::Normal {
+                mean: 0.0,
+                std: 1.0,
+            })
             .init(device);
-        time_projection.bias = time_projection.bias.map(|bias| bias.map(|b| b.zeros_like()));
+        time_projection.bias = time_projection
+            .bias
+            .map(|bias| bias.map(|b| b.zeros_like()));
         JodieTimeEmbedding { time_projection }
     }
 }

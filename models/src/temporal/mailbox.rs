@@ -102,7 +102,12 @@ impl<B: Backend> Mailbox<B> {
     /// When an id repeats, only its **last occurrence** is delivered (TGL keeps the mail of a
     /// node's last event in the batch): order the rows by event time. Errors, leaving the state
     /// unchanged, if an id is out of range or a shape disagrees.
-    pub fn write(&mut self, ids: &[usize], mails: Tensor<B, 2>, time: Tensor<B, 1>) -> Result<(), TemporalStateError> {
+    pub fn write(
+        &mut self,
+        ids: &[usize],
+        mails: Tensor<B, 2>,
+        time: Tensor<B, 1>,
+    ) -> Result<(), TemporalStateError> {
         let (nodes, size, dim) = (self.num_nodes(), self.mailbox_size(), self.dim_mail());
         check_shape("mails", &mails.dims(), &[ids.len(), dim])?;
         check_shape("time", &time.dims(), &[ids.len()])?;
@@ -129,7 +134,12 @@ impl<B: Backend> Mailbox<B> {
     pub fn reset(&mut self) {
         let device = self.mails.device();
         log::debug!("mailbox reset: {} nodes", self.num_nodes());
-        *self = Self::new(self.num_nodes(), self.mailbox_size(), self.dim_mail(), &device);
+        *self = Self::new(
+            self.num_nodes(),
+            self.mailbox_size(),
+            self.dim_mail(),
+            &device,
+        );
     }
 
     /// The state as plain data, for a checkpoint.
@@ -146,14 +156,23 @@ impl<B: Backend> Mailbox<B> {
 
     /// The mailbox a checkpoint holds, on `device`. Errors if the buffers disagree with the
     /// declared sizes.
-    pub fn from_state(state: &MailboxState, device: &B::Device) -> Result<Self, TemporalStateError> {
+    pub fn from_state(
+        state: &MailboxState,
+        device: &B::Device,
+    ) -> Result<Self, TemporalStateError> {
         let (nodes, size, dim) = (state.num_nodes, state.mailbox_size, state.dim_mail);
         check_shape("mails", &[state.mails.len()], &[nodes * size * dim])?;
         check_shape("mail_time", &[state.mail_time.len()], &[nodes * size])?;
         check_shape("received", &[state.received.len()], &[nodes])?;
         Ok(Self {
-            mails: Tensor::from_data(TensorData::new(state.mails.clone(), [nodes, size, dim]), device),
-            mail_time: Tensor::from_data(TensorData::new(state.mail_time.clone(), [nodes, size]), device),
+            mails: Tensor::from_data(
+                TensorData::new(state.mails.clone(), [nodes, size, dim]),
+                device,
+            ),
+            mail_time: Tensor::from_data(
+                TensorData::new(state.mail_time.clone(), [nodes, size]),
+                device,
+            ),
             received: state.received.clone(),
         })
     }
@@ -179,32 +198,51 @@ mod tests {
             let mails = rng.values(ids.len() * dim, -1.0, 1.0);
             let times = rng.values(ids.len(), 0.0, 10.0);
             mailbox
-                .write(ids, tensor(mails.clone(), [ids.len(), dim], &device), tensor(times.clone(), [ids.len()], &device))
+                .write(
+                    ids,
+                    tensor(mails.clone(), [ids.len(), dim], &device),
+                    tensor(times.clone(), [ids.len()], &device),
+                )
                 .unwrap_or_else(|err| panic!("{err}"));
             (widen(&mails), widen(&times))
         };
         // node 0 keeps only its second mail of the batch (row 2)
         let (first, first_time) = deliver(&mut mailbox, &[0, 2, 0]);
         assert_eq!(mailbox.received(), &[1, 0, 1]);
-        let rows = mailbox.gather(&[0, 1, 2]).unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(bools(rows.padding), vec![false, true, true, true, false, true]);
+        let rows = mailbox
+            .gather(&[0, 1, 2])
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(
+            bools(rows.padding),
+            vec![false, true, true, true, false, true]
+        );
         let zeros = vec![0.0; dim];
         let want = [&first[6..9], &zeros, &zeros, &zeros, &first[3..6], &zeros].concat();
         assert_eq!(read(rows.mails), want);
-        assert_eq!(read(rows.time), vec![first_time[2], 0.0, 0.0, 0.0, first_time[1], 0.0]);
+        assert_eq!(
+            read(rows.time),
+            vec![first_time[2], 0.0, 0.0, 0.0, first_time[1], 0.0]
+        );
 
         // two more mails to node 0: slot 1, then slot 0 again (the ring wraps)
         let (second, _) = deliver(&mut mailbox, &[0]);
         let (third, third_time) = deliver(&mut mailbox, &[0]);
         let rows = mailbox.gather(&[0]).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(bools(rows.padding), vec![false, false]);
-        assert_eq!(read(rows.mails), [third.as_slice(), second.as_slice()].concat());
+        assert_eq!(
+            read(rows.mails),
+            [third.as_slice(), second.as_slice()].concat()
+        );
         assert_eq!(read(rows.time)[0], third_time[0]);
 
         let state = mailbox.to_state().unwrap_or_else(|err| panic!("{err}"));
-        let restored = Mailbox::<Flex>::from_state(&state, &device).unwrap_or_else(|err| panic!("{err}"));
+        let restored =
+            Mailbox::<Flex>::from_state(&state, &device).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(restored.to_state(), Ok(state));
-        assert!(matches!(mailbox.gather(&[3]), Err(TemporalStateError::NodeOutOfRange { id: 3, .. })));
+        assert!(matches!(
+            mailbox.gather(&[3]),
+            Err(TemporalStateError::NodeOutOfRange { id: 3, .. })
+        ));
         mailbox.reset();
         assert_eq!(mailbox.received(), &[0, 0, 0]);
     }

@@ -11,7 +11,10 @@ const PADDING_LOGIT: f32 = -1.0e30;
 
 /// Softmax over dim 1 of `logits` `[rows, keys, heads]` that gives padded keys (`padding`
 /// `[rows, keys]`, `true` = padding) weight 0. A row with only padding gets all-zero weights.
-pub(crate) fn masked_softmax<B: Backend>(logits: Tensor<B, 3>, padding: Tensor<B, 2, Bool>) -> Tensor<B, 3> {
+pub(crate) fn masked_softmax<B: Backend>(
+    logits: Tensor<B, 3>,
+    padding: Tensor<B, 2, Bool>,
+) -> Tensor<B, 3> {
     let [rows, keys, heads] = logits.dims();
     let padding = padding.reshape([rows, keys, 1]).expand([rows, keys, heads]);
     let keep = padding.clone().bool_not().float();

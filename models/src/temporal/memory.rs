@@ -65,10 +65,16 @@ impl<B: Backend> NodeMemory<B> {
     /// The rows of `ids` (repeats allowed): memory `[ids, dim_memory]` and last update `[ids]`.
     ///
     /// Errors if an id is out of range.
-    pub fn gather(&self, ids: &[usize]) -> Result<(Tensor<B, 2>, Tensor<B, 1>), TemporalStateError> {
+    pub fn gather(
+        &self,
+        ids: &[usize],
+    ) -> Result<(Tensor<B, 2>, Tensor<B, 1>), TemporalStateError> {
         check_ids(ids, self.num_nodes())?;
         let index = index_tensor::<B>(ids, &self.memory.device());
-        Ok((self.memory.clone().select(0, index.clone()), self.last_update.clone().select(0, index)))
+        Ok((
+            self.memory.clone().select(0, index.clone()),
+            self.last_update.clone().select(0, index),
+        ))
     }
 
     /// Writes `memory` (`[ids, dim_memory]`) and `time` (`[ids]`) to the rows of `ids`.
@@ -76,7 +82,12 @@ impl<B: Backend> NodeMemory<B> {
     /// When an id repeats, its **last occurrence wins**: order the rows by event time (TGL writes
     /// the memory of a node's last event in the batch). Errors, leaving the state unchanged, if
     /// an id is out of range or a shape disagrees.
-    pub fn write(&mut self, ids: &[usize], memory: Tensor<B, 2>, time: Tensor<B, 1>) -> Result<(), TemporalStateError> {
+    pub fn write(
+        &mut self,
+        ids: &[usize],
+        memory: Tensor<B, 2>,
+        time: Tensor<B, 1>,
+    ) -> Result<(), TemporalStateError> {
         check_shape("memory", &memory.dims(), &[ids.len(), self.dim_memory()])?;
         check_shape("time", &time.dims(), &[ids.len()])?;
         let (positions, kept) = last_occurrences(ids, self.num_nodes())?;
@@ -108,24 +119,35 @@ impl<B: Backend> NodeMemory<B> {
 
     /// The memory a checkpoint holds, on `device`. Errors if the buffers disagree with the
     /// declared sizes.
-    pub fn from_state(state: &NodeMemoryState, device: &B::Device) -> Result<Self, TemporalStateError> {
+    pub fn from_state(
+        state: &NodeMemoryState,
+        device: &B::Device,
+    ) -> Result<Self, TemporalStateError> {
         let (nodes, dim) = (state.num_nodes, state.dim_memory);
         check_shape("memory", &[state.memory.len()], &[nodes * dim])?;
         check_shape("last_update", &[state.last_update.len()], &[nodes])?;
         Ok(Self {
             memory: Tensor::from_data(TensorData::new(state.memory.clone(), [nodes, dim]), device),
-            last_update: Tensor::from_data(TensorData::new(state.last_update.clone(), [nodes]), device),
+            last_update: Tensor::from_data(
+                TensorData::new(state.last_update.clone(), [nodes]),
+                device,
+            ),
         })
     }
 }
 
 /// The values of `data` as `f32`, or a [`TemporalStateError::Data`] naming `field`.
-pub(crate) fn floats(field: &'static str, data: TensorData) -> Result<Vec<f32>, TemporalStateError> {
-    data.convert::<f32>().into_vec::<f32>().map_err(|err| TemporalStateError::Data {
-        field,
-        element: "f32",
-        reason: format!("{err:?}"),
-    })
+pub(crate) fn floats(
+    field: &'static str,
+    data: TensorData,
+) -> Result<Vec<f32>, TemporalStateError> {
+    data.convert::<f32>()
+        .into_vec::<f32>()
+        .map_err(|err| TemporalStateError::Data {
+            field,
+            element: "f32",
+            reason: format!("{err:?}"),
+        })
 }
 
 #[cfg(test)]
@@ -143,7 +165,11 @@ mod tests {
         let rows = rng.values(ids.len() * 3, -1.0, 1.0);
         let times = rng.values(ids.len(), 0.0, 100.0);
         memory
-            .write(&ids, tensor(rows.clone(), [5, 3], &device), tensor(times.clone(), [5], &device))
+            .write(
+                &ids,
+                tensor(rows.clone(), [5, 3], &device),
+                tensor(times.clone(), [5], &device),
+            )
             .unwrap_or_else(|err| panic!("{err}"));
         // node 0 ← row 3, node 1 ← row 4, node 3 ← row 2; nodes 2 and 4 untouched
         let source = [Some(3), Some(4), None, Some(2), None];
@@ -153,14 +179,33 @@ mod tests {
             .flat_map(|s| s.map_or(vec![0.0; 3], |r| rows[r * 3..r * 3 + 3].to_vec()))
             .collect();
         let want_time: Vec<f64> = source.iter().map(|s| s.map_or(0.0, |r| times[r])).collect();
-        assert_eq!(read(memory.memory().clone()), want_memory, "seed {}", rng.seed);
-        assert_eq!(read(memory.last_update().clone()), want_time, "seed {}", rng.seed);
-        let (gathered, gathered_time) = memory.gather(&[3, 3, 2]).unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(read(gathered), [&want_memory[9..12], &want_memory[9..12], &want_memory[6..9]].concat());
-        assert_eq!(read(gathered_time), vec![want_time[3], want_time[3], want_time[2]]);
+        assert_eq!(
+            read(memory.memory().clone()),
+            want_memory,
+            "seed {}",
+            rng.seed
+        );
+        assert_eq!(
+            read(memory.last_update().clone()),
+            want_time,
+            "seed {}",
+            rng.seed
+        );
+        let (gathered, gathered_time) = memory
+            .gather(&[3, 3, 2])
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(
+            read(gathered),
+            [&want_memory[9..12], &want_memory[9..12], &want_memory[6..9]].concat()
+        );
+        assert_eq!(
+            read(gathered_time),
+            vec![want_time[3], want_time[3], want_time[2]]
+        );
 
         let state = memory.to_state().unwrap_or_else(|err| panic!("{err}"));
-        let restored = NodeMemory::<Flex>::from_state(&state, &device).unwrap_or_else(|err| panic!("{err}"));
+        let restored =
+            NodeMemory::<Flex>::from_state(&state, &device).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(restored.to_state(), Ok(state));
         memory.reset();
         assert!(read(memory.memory().clone()).iter().all(|&v| v == 0.0));
@@ -171,19 +216,37 @@ mod tests {
         let device = Default::default();
         let mut memory = NodeMemory::<Flex>::new(4, 2, &device);
         let write = |memory: &mut NodeMemory<Flex>, ids: &[usize], rows: usize| {
-            memory.write(ids, Tensor::ones([rows, 2], &device), Tensor::ones([rows], &device))
+            memory.write(
+                ids,
+                Tensor::ones([rows, 2], &device),
+                Tensor::ones([rows], &device),
+            )
         };
         assert_eq!(
             write(&mut memory, &[1, 4], 2),
-            Err(TemporalStateError::NodeOutOfRange { field: "ids", position: 1, id: 4, num_nodes: 4 })
+            Err(TemporalStateError::NodeOutOfRange {
+                field: "ids",
+                position: 1,
+                id: 4,
+                num_nodes: 4
+            })
         );
-        assert!(matches!(write(&mut memory, &[1, 2], 3), Err(TemporalStateError::Shape { field: "memory", .. })));
+        assert!(matches!(
+            write(&mut memory, &[1, 2], 3),
+            Err(TemporalStateError::Shape {
+                field: "memory",
+                ..
+            })
+        ));
         assert!(read(memory.memory().clone()).iter().all(|&v| v == 0.0));
         let mut state = memory.to_state().unwrap_or_else(|err| panic!("{err}"));
         state.last_update.pop();
         assert!(matches!(
             NodeMemory::<Flex>::from_state(&state, &device),
-            Err(TemporalStateError::Shape { field: "last_update", .. })
+            Err(TemporalStateError::Shape {
+                field: "last_update",
+                ..
+            })
         ));
     }
 }

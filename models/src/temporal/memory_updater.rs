@@ -18,6 +18,8 @@ pub enum MemoryUpdateKind {
 }
 
 /// One of the memory updaters.
+// one per model, never in a collection: boxing the larger variant would buy nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum MemoryUpdater<B: Backend> {
     /// TGN's.
@@ -47,7 +49,9 @@ impl<B: Backend> MemoryUpdater<B> {
                 let (memory, mail, delta_t) = cell_input(rows);
                 rnn.forward(memory, mail, delta_t)
             }
-            MemoryUpdater::Transformer(transformer) => transformer.forward(rows.memory, rows.mail, time),
+            MemoryUpdater::Transformer(transformer) => {
+                transformer.forward(rows.memory, rows.mail, time)
+            }
         }
     }
 }

@@ -23,7 +23,12 @@ pub struct MemoryWrite<B: Backend> {
 impl<B: Backend> MemoryWrite<B> {
     /// The write of events whose endpoints have the updated memory `src`, `dst`
     /// (`[events, dim_memory]`), at `time` `[events]`, with edge features `[events, dim_edge]`.
-    pub fn new(src: Tensor<B, 2>, dst: Tensor<B, 2>, time: Tensor<B, 1>, edge_feat: Option<Tensor<B, 2>>) -> Self {
+    pub fn new(
+        src: Tensor<B, 2>,
+        dst: Tensor<B, 2>,
+        time: Tensor<B, 1>,
+        edge_feat: Option<Tensor<B, 2>>,
+    ) -> Self {
         let events = src.dims()[0];
         let interleave = |a: Tensor<B, 2>, b: Tensor<B, 2>| {
             let width = a.dims()[1];
@@ -37,7 +42,11 @@ impl<B: Backend> MemoryWrite<B> {
         let mails = interleave(mail(&src, &dst), mail(&dst, &src));
         let time = Tensor::stack::<2>(vec![time.clone(), time], 1).reshape([2 * events]);
         let memory = interleave(src, dst);
-        Self { memory, mails, time }
+        Self {
+            memory,
+            mails,
+            time,
+        }
     }
 
     /// Writes the memory rows to `memory` and delivers the mails to `mailbox`, for events with
@@ -45,14 +54,28 @@ impl<B: Backend> MemoryWrite<B> {
     ///
     /// Errors, before any write, if the id lists disagree with the write's events or an id is
     /// out of range.
-    pub fn apply(self, src: &[usize], dst: &[usize], memory: &mut NodeMemory<B>, mailbox: &mut Mailbox<B>) -> Result<(), TemporalStateError> {
+    pub fn apply(
+        self,
+        src: &[usize],
+        dst: &[usize],
+        memory: &mut NodeMemory<B>,
+        mailbox: &mut Mailbox<B>,
+    ) -> Result<(), TemporalStateError> {
         let events = self.time.dims()[0] / 2;
         check_shape("src", &[src.len()], &[events])?;
         check_shape("dst", &[dst.len()], &[events])?;
         let ids: Vec<usize> = src.iter().zip(dst).flat_map(|(&s, &d)| [s, d]).collect();
         check_ids(&ids, memory.num_nodes().min(mailbox.num_nodes()))?;
-        check_shape("memory", &self.memory.dims(), &[2 * events, memory.dim_memory()])?;
-        check_shape("mails", &self.mails.dims(), &[2 * events, mailbox.dim_mail()])?;
+        check_shape(
+            "memory",
+            &self.memory.dims(),
+            &[2 * events, memory.dim_memory()],
+        )?;
+        check_shape(
+            "mails",
+            &self.mails.dims(),
+            &[2 * events, mailbox.dim_mail()],
+        )?;
         memory.write(&ids, self.memory, self.time.clone())?;
         mailbox.write(&ids, self.mails, self.time)
     }
@@ -75,17 +98,29 @@ mod tests {
         let times = rng.values(2, 0.0, 10.0);
         let write = MemoryWrite::new(src, dst, tensor(times.clone(), [2], &device), Some(edge));
         // event 0: 4 → 1; event 1: 2 → 4, so node 4 keeps event 1's (destination) write
-        let (mut memory, mut mailbox) = (NodeMemory::<Flex>::new(5, dim_memory, &device), Mailbox::<Flex>::new(5, 1, 5, &device));
+        let (mut memory, mut mailbox) = (
+            NodeMemory::<Flex>::new(5, dim_memory, &device),
+            Mailbox::<Flex>::new(5, 1, 5, &device),
+        );
         write
             .apply(&[4, 2], &[1, 4], &mut memory, &mut mailbox)
             .unwrap_or_else(|err| panic!("{err}"));
         let row = |x: &[f64], i: usize, w: usize| x[i * w..(i + 1) * w].to_vec();
-        let mail = |own: &[f64], other: &[f64], i: usize| [row(own, i, 2), row(other, i, 2), row(&e, i, 1)].concat();
-        let rows = mailbox.gather(&[1, 2, 4]).unwrap_or_else(|err| panic!("{err}"));
+        let mail = |own: &[f64], other: &[f64], i: usize| {
+            [row(own, i, 2), row(other, i, 2), row(&e, i, 1)].concat()
+        };
+        let rows = mailbox
+            .gather(&[1, 2, 4])
+            .unwrap_or_else(|err| panic!("{err}"));
         let want = [mail(&d, &s, 0), mail(&s, &d, 1), mail(&d, &s, 1)].concat();
         assert_eq!(read(rows.mails), want, "seed {}", rng.seed);
-        let (kept, kept_time) = memory.gather(&[1, 2, 4]).unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(read(kept), [row(&d, 0, 2), row(&s, 1, 2), row(&d, 1, 2)].concat());
+        let (kept, kept_time) = memory
+            .gather(&[1, 2, 4])
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(
+            read(kept),
+            [row(&d, 0, 2), row(&s, 1, 2), row(&d, 1, 2)].concat()
+        );
         let times = widen(&times);
         assert_eq!(read(kept_time), vec![times[0], times[1], times[1]]);
         assert_eq!(mailbox.received(), &[0, 1, 1, 0, 1]);

@@ -35,7 +35,10 @@ mod transformer_updater;
 #[cfg(test)]
 mod reference;
 
-pub use attention_embedding::{NeighbourHop, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig, TemporalNeighbourhood};
+pub use attention_embedding::{
+    NeighbourHop, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig,
+    TemporalNeighbourhood,
+};
 pub use batch::{MemoryRows, NodeRows, TemporalBatch};
 pub use dysat::{DysatEmbedding, DysatEmbeddingConfig, SnapshotNeighbourhood};
 pub use edge_predictor::{EdgePredictor, EdgePredictorConfig};

@@ -6,10 +6,11 @@ use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Tensor, backend::Backend};
 
 use super::{
-    DysatEmbedding, DysatEmbeddingConfig, EdgePredictor, EdgePredictorConfig, GruMemoryUpdaterConfig, IdentityEmbedding,
-    IdentityEmbeddingConfig, JodieTimeEmbedding, JodieTimeEmbeddingConfig, MemoryUpdateKind, MemoryUpdater, MemoryWrite,
-    NodeRows, RnnMemoryUpdaterConfig, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig, TemporalBatch,
-    TemporalNeighbourhood, TransformerMemoryUpdaterConfig,
+    DysatEmbedding, DysatEmbeddingConfig, EdgePredictor, EdgePredictorConfig,
+    GruMemoryUpdaterConfig, IdentityEmbedding, IdentityEmbeddingConfig, JodieTimeEmbedding,
+    JodieTimeEmbeddingConfig, MemoryUpdateKind, MemoryUpdater, MemoryWrite, NodeRows,
+    RnnMemoryUpdaterConfig, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig,
+    TemporalBatch, TemporalNeighbourhood, TransformerMemoryUpdaterConfig,
 };
 
 /// How a model turns node representations into embeddings (TGL's `gnn.arch`, plus JODIE's time
@@ -71,7 +72,11 @@ impl TemporalModelConfig {
     /// Width of the node representations the embedding reads: the memory width with memory,
     /// else the node feature width, else `dim_memory` (zeros).
     pub fn dim_hidden(&self) -> usize {
-        if self.memory_update.is_none() && self.dim_node > 0 { self.dim_node } else { self.dim_memory }
+        if self.memory_update.is_none() && self.dim_node > 0 {
+            self.dim_node
+        } else {
+            self.dim_memory
+        }
     }
 
     /// Width of a mail: `[mem_self || mem_other || edge_feat]`.
@@ -95,18 +100,29 @@ impl TemporalModelConfig {
     /// JODIE's embedding without memory, or widths that are not multiples of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> TemporalModel<B> {
         let (dim_mail, dim_hidden) = (self.dim_mail(), self.dim_hidden());
-        let cell = matches!(self.memory_update, Some(MemoryUpdateKind::Gru | MemoryUpdateKind::Rnn));
-        assert!(!cell || self.mailbox_size == 1, "a GRU or RNN updater reads one mail (mailbox_size {})", self.mailbox_size);
+        let cell = matches!(
+            self.memory_update,
+            Some(MemoryUpdateKind::Gru | MemoryUpdateKind::Rnn)
+        );
+        assert!(
+            !cell || self.mailbox_size == 1,
+            "a GRU or RNN updater reads one mail (mailbox_size {})",
+            self.mailbox_size
+        );
         assert!(
             self.embedding != EmbeddingKind::Jodie || self.memory_update.is_some(),
             "JODIE's time projection needs a memory"
         );
         let updater = self.memory_update.map(|kind| match kind {
             MemoryUpdateKind::Gru => MemoryUpdater::Gru(
-                GruMemoryUpdaterConfig::new(dim_mail, self.dim_memory).with_dim_time(self.dim_time).init(device),
+                GruMemoryUpdaterConfig::new(dim_mail, self.dim_memory)
+                    .with_dim_time(self.dim_time)
+                    .init(device),
             ),
             MemoryUpdateKind::Rnn => MemoryUpdater::Rnn(
-                RnnMemoryUpdaterConfig::new(dim_mail, self.dim_memory).with_dim_time(self.dim_time).init(device),
+                RnnMemoryUpdaterConfig::new(dim_mail, self.dim_memory)
+                    .with_dim_time(self.dim_time)
+                    .init(device),
             ),
             MemoryUpdateKind::Transformer => MemoryUpdater::Transformer(
                 TransformerMemoryUpdaterConfig::new(dim_mail, self.dim_memory)
@@ -118,9 +134,13 @@ impl TemporalModelConfig {
         });
         let node_feat_map = (self.memory_update.is_some() && self.dim_node > 0)
             .then(|| LinearConfig::new(self.dim_node, self.dim_memory).init(device));
-        let identity = matches!(self.embedding, EmbeddingKind::Identity | EmbeddingKind::Jodie)
-            .then(|| IdentityEmbeddingConfig::new(dim_hidden).init(device));
-        let jodie = (self.embedding == EmbeddingKind::Jodie).then(|| JodieTimeEmbeddingConfig::new(dim_hidden).init(device));
+        let identity = matches!(
+            self.embedding,
+            EmbeddingKind::Identity | EmbeddingKind::Jodie
+        )
+        .then(|| IdentityEmbeddingConfig::new(dim_hidden).init(device));
+        let jodie = (self.embedding == EmbeddingKind::Jodie)
+            .then(|| JodieTimeEmbeddingConfig::new(dim_hidden).init(device));
         let attention = (self.embedding == EmbeddingKind::Attention).then(|| {
             TemporalAttentionEmbeddingConfig::new(dim_hidden, self.dim_edge)
                 .with_dim_time(self.dim_time)
@@ -201,14 +221,22 @@ impl<B: Backend> TemporalModel<B> {
     pub fn forward(&self, batch: TemporalBatch<B>) -> TemporalOutput<B> {
         let (events, negatives) = (batch.num_events(), batch.num_negatives);
         let mut levels = batch.levels.into_iter();
-        let roots = levels.next().expect("a temporal batch has a level of roots");
+        let roots = levels
+            .next()
+            .expect("a temporal batch has a level of roots");
         let root_time = roots.time.clone();
-        let root_last_update = roots.memory.as_ref().map(|memory| memory.last_update.clone());
+        let root_last_update = roots
+            .memory
+            .as_ref()
+            .map(|memory| memory.last_update.clone());
         let (h, memory) = self.representation(roots);
         let embedding = if let Some(attention) = &self.attention {
             let mut nodes = vec![h];
             nodes.extend(levels.map(|level| self.representation(level).0));
-            attention.forward(TemporalNeighbourhood { nodes, hops: batch.hops })
+            attention.forward(TemporalNeighbourhood {
+                nodes,
+                hops: batch.hops,
+            })
         } else if let Some(dysat) = &self.dysat {
             dysat.forward(batch.snapshots.expect("DySAT reads the batch's snapshots"))
         } else {
@@ -225,9 +253,15 @@ impl<B: Backend> TemporalModel<B> {
         let dim = embedding.dims()[1];
         let src = embedding.clone().narrow(0, 0, events);
         let pos_dst = embedding.clone().narrow(0, events, events);
-        let neg_dst = embedding.narrow(0, 2 * events, events * negatives).reshape([events, negatives, dim]);
+        let neg_dst = embedding
+            .narrow(0, 2 * events, events * negatives)
+            .reshape([events, negatives, dim]);
         let (positive, negative) = self.predictor.forward(src, pos_dst, neg_dst);
-        TemporalOutput { positive, negative, memory }
+        TemporalOutput {
+            positive,
+            negative,
+            memory,
+        }
     }
 
     /// The rows and mails the batch's events write, from the roots' updated memory of
@@ -237,7 +271,12 @@ impl<B: Backend> TemporalModel<B> {
     /// Event `i` writes its source's memory and a mail `[mem_src || mem_dst || edge_feat]` to
     /// its source, and `[mem_dst || mem_src || edge_feat]` to its destination, both at its time.
     /// Apply it with [`MemoryWrite::apply`] after the optimizer step.
-    pub fn memory_update(&self, memory: Tensor<B, 2>, time: Tensor<B, 1>, edge_feat: Option<Tensor<B, 2>>) -> MemoryWrite<B> {
+    pub fn memory_update(
+        &self,
+        memory: Tensor<B, 2>,
+        time: Tensor<B, 1>,
+        edge_feat: Option<Tensor<B, 2>>,
+    ) -> MemoryWrite<B> {
         let events = time.dims()[0];
         let src = memory.clone().narrow(0, 0, events);
         let dst = memory.narrow(0, events, events);
@@ -249,7 +288,9 @@ impl<B: Backend> TemporalModel<B> {
     fn representation(&self, rows: NodeRows<B>) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         match &self.updater {
             Some(updater) => {
-                let state = rows.memory.expect("a memory model reads the memory rows of every level");
+                let state = rows
+                    .memory
+                    .expect("a memory model reads the memory rows of every level");
                 let memory = updater.forward(state, rows.time);
                 let h = match (&self.node_feat_map, rows.features) {
                     (Some(map), Some(features)) => memory.clone() + map.forward(features),
@@ -260,7 +301,9 @@ impl<B: Backend> TemporalModel<B> {
             None => {
                 let rows_count = rows.time.dims()[0];
                 let device = rows.time.device();
-                let h = rows.features.unwrap_or_else(|| Tensor::zeros([rows_count, self.dim_hidden], &device));
+                let h = rows
+                    .features
+                    .unwrap_or_else(|| Tensor::zeros([rows_count, self.dim_hidden], &device));
                 (h, None)
             }
         }

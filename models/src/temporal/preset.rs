@@ -34,7 +34,10 @@ impl TemporalPreset {
 
     /// The preset's name.
     pub fn name(self) -> &'static str {
-        Self::ALL.iter().find(|(_, p)| *p == self).map_or("none", |(n, _)| n)
+        Self::ALL
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("none", |(n, _)| n)
     }
 
     /// Looks a preset up by name.
@@ -113,7 +116,8 @@ mod tests {
     use super::*;
     use crate::temporal::reference::{Rng, mask, read, tensor};
     use crate::temporal::{
-        Mailbox, MemoryRows, NeighbourHop, NodeMemory, NodeRows, SnapshotNeighbourhood, TemporalBatch, TemporalModel,
+        Mailbox, MemoryRows, NeighbourHop, NodeMemory, NodeRows, SnapshotNeighbourhood,
+        TemporalBatch, TemporalModel,
     };
     use burn::backend::{Autodiff, Flex};
     use burn::tensor::Tensor;
@@ -134,19 +138,35 @@ mod tests {
     }
 
     /// Random node ids, times and neighbourhoods for `config`, reading `memory` and `mailbox`.
-    fn batch(config: &TemporalModelConfig, memory: &NodeMemory<B>, mailbox: &Mailbox<B>, rng: &mut Rng) -> (TemporalBatch<B>, Vec<usize>) {
+    fn batch(
+        config: &TemporalModelConfig,
+        memory: &NodeMemory<B>,
+        mailbox: &Mailbox<B>,
+        rng: &mut Rng,
+    ) -> (TemporalBatch<B>, Vec<usize>) {
         let device = Default::default();
-        let mut ids = |n: usize| -> Vec<usize> { (0..n).map(|_| (rng.uniform(0.0, NODES as f32) as usize).min(NODES - 1)).collect() };
+        let mut ids = |n: usize| -> Vec<usize> {
+            (0..n)
+                .map(|_| (rng.uniform(0.0, NODES as f32) as usize).min(NODES - 1))
+                .collect()
+        };
         let roots = EVENTS * (2 + NEGATIVES);
-        let hops = if config.embedding == EmbeddingKind::Attention { config.layers } else { 0 };
-        let level_ids: Vec<Vec<usize>> = (0..=hops).map(|l| ids(roots * FANOUT.pow(l as u32))).collect();
+        let hops = if config.embedding == EmbeddingKind::Attention {
+            config.layers
+        } else {
+            0
+        };
+        let level_ids: Vec<Vec<usize>> = (0..=hops)
+            .map(|l| ids(roots * FANOUT.pow(l as u32)))
+            .collect();
         let root_ids = level_ids[0].clone();
         let mut rows = |ids: &[usize]| NodeRows {
             time: tensor(rng.values(ids.len(), 100.0, 200.0), [ids.len()], &device),
-            features: (config.dim_node > 0).then(|| rng.tensor::<B, 2>([ids.len(), config.dim_node], &device).0),
-            memory: config
-                .memory_update
-                .map(|_| MemoryRows::gather(memory, mailbox, ids).unwrap_or_else(|err| panic!("{err}"))),
+            features: (config.dim_node > 0)
+                .then(|| rng.tensor::<B, 2>([ids.len(), config.dim_node], &device).0),
+            memory: config.memory_update.map(|_| {
+                MemoryRows::gather(memory, mailbox, ids).unwrap_or_else(|err| panic!("{err}"))
+            }),
         };
         let levels: Vec<NodeRows<B>> = level_ids.iter().map(|ids| rows(ids)).collect();
         let hops = (0..hops)
@@ -155,17 +175,36 @@ mod tests {
                 NeighbourHop {
                     edge_feat: Some(rng.tensor::<B, 3>([n, FANOUT, config.dim_edge], &device).0),
                     delta_t: tensor(rng.values(n * FANOUT, 0.0, 50.0), [n, FANOUT], &device),
-                    padding: mask((0..n * FANOUT).map(|i| i % 3 == 1).collect(), [n, FANOUT], &device),
+                    padding: mask(
+                        (0..n * FANOUT).map(|i| i % 3 == 1).collect(),
+                        [n, FANOUT],
+                        &device,
+                    ),
                 }
             })
             .collect();
         let dim = config.dim_hidden();
         let snapshots = (config.embedding == EmbeddingKind::Dysat).then(|| SnapshotNeighbourhood {
-            roots: rng.tensor::<B, 3>([roots, config.snapshots, dim], &device).0,
-            neighbours: rng.tensor::<B, 4>([roots, config.snapshots, FANOUT, dim], &device).0,
-            padding: mask((0..roots * config.snapshots * FANOUT).map(|i| i % 4 == 0).collect(), [roots, config.snapshots, FANOUT], &device),
+            roots: rng
+                .tensor::<B, 3>([roots, config.snapshots, dim], &device)
+                .0,
+            neighbours: rng
+                .tensor::<B, 4>([roots, config.snapshots, FANOUT, dim], &device)
+                .0,
+            padding: mask(
+                (0..roots * config.snapshots * FANOUT)
+                    .map(|i| i % 4 == 0)
+                    .collect(),
+                [roots, config.snapshots, FANOUT],
+                &device,
+            ),
         });
-        let batch = TemporalBatch { num_negatives: NEGATIVES, levels, hops, snapshots };
+        let batch = TemporalBatch {
+            num_negatives: NEGATIVES,
+            levels,
+            hops,
+            snapshots,
+        };
         (batch, root_ids)
     }
 
@@ -180,28 +219,47 @@ mod tests {
                 let config = small(preset, dim_node);
                 let model: TemporalModel<B> = config.init(&device);
                 let mut memory = NodeMemory::<B>::new(NODES, config.dim_memory, &device);
-                let mut mailbox = Mailbox::<B>::new(NODES, config.mailbox_size, config.dim_mail(), &device);
+                let mut mailbox =
+                    Mailbox::<B>::new(NODES, config.mailbox_size, config.dim_mail(), &device);
                 for step in 0..2 {
                     let (batch, ids) = batch(&config, &memory, &mailbox, &mut rng);
                     let event_time = batch.levels[0].time.clone().narrow(0, 0, EVENTS);
                     let output = model.forward(batch);
-                    let what = format!("{name} (dim_node {dim_node}, step {step}, seed {})", rng.seed);
+                    let what = format!(
+                        "{name} (dim_node {dim_node}, step {step}, seed {})",
+                        rng.seed
+                    );
                     assert_eq!(output.positive.dims(), [EVENTS], "{what}");
                     assert_eq!(output.negative.dims(), [EVENTS, NEGATIVES], "{what}");
-                    let logits = [read(output.positive.clone()), read(output.negative.clone())].concat();
+                    let logits =
+                        [read(output.positive.clone()), read(output.negative.clone())].concat();
                     assert!(logits.iter().all(|v| v.is_finite()), "{what}: {logits:?}");
                     let grads = (output.positive.sum() - output.negative.sum()).backward();
-                    assert!(model.predictor.out_fc.weight.grad(&grads).is_some(), "{what}: no gradient");
-                    assert_eq!(output.memory.is_some(), config.memory_update.is_some(), "{what}");
+                    assert!(
+                        model.predictor.out_fc.weight.grad(&grads).is_some(),
+                        "{what}: no gradient"
+                    );
+                    assert_eq!(
+                        output.memory.is_some(),
+                        config.memory_update.is_some(),
+                        "{what}"
+                    );
                     if let Some(updated) = output.memory {
-                        assert_eq!(updated.dims(), [EVENTS * (2 + NEGATIVES), config.dim_memory], "{what}");
+                        assert_eq!(
+                            updated.dims(),
+                            [EVENTS * (2 + NEGATIVES), config.dim_memory],
+                            "{what}"
+                        );
                         let edge_feat = Tensor::ones([EVENTS, config.dim_edge], &device);
                         let write = model.memory_update(updated, event_time, Some(edge_feat));
                         let (src, dst) = (&ids[..EVENTS], &ids[EVENTS..2 * EVENTS]);
                         write
                             .apply(src, dst, &mut memory, &mut mailbox)
                             .unwrap_or_else(|err| panic!("{what}: {err}"));
-                        assert!(src.iter().chain(dst).all(|&id| mailbox.received()[id] > 0), "{what}");
+                        assert!(
+                            src.iter().chain(dst).all(|&id| mailbox.received()[id] > 0),
+                            "{what}"
+                        );
                     }
                 }
             }

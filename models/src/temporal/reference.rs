@@ -18,7 +18,10 @@ impl Rng {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(7, |d| d.as_nanos() as u64);
-        Self { seed, state: seed | 1 }
+        Self {
+            seed,
+            state: seed | 1,
+        }
     }
 
     /// Uniform in `[low, high)`.
@@ -35,19 +38,31 @@ impl Rng {
     }
 
     /// A tensor of values uniform in `[-1, 1)`, and the values.
-    pub fn tensor<B: Backend, const D: usize>(&mut self, shape: [usize; D], device: &B::Device) -> (Tensor<B, D>, Vec<f64>) {
+    pub fn tensor<B: Backend, const D: usize>(
+        &mut self,
+        shape: [usize; D],
+        device: &B::Device,
+    ) -> (Tensor<B, D>, Vec<f64>) {
         let values = self.values(shape.iter().product(), -1.0, 1.0);
         (tensor(values.clone(), shape, device), widen(&values))
     }
 }
 
 /// A float tensor of `values`.
-pub(crate) fn tensor<B: Backend, const D: usize>(values: Vec<f32>, shape: [usize; D], device: &B::Device) -> Tensor<B, D> {
+pub(crate) fn tensor<B: Backend, const D: usize>(
+    values: Vec<f32>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
 /// A bool tensor of `values`.
-pub(crate) fn mask<B: Backend, const D: usize>(values: Vec<bool>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Bool> {
+pub(crate) fn mask<B: Backend, const D: usize>(
+    values: Vec<bool>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D, Bool> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
@@ -65,11 +80,21 @@ pub(crate) fn read<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
 pub(crate) fn linear64<B: Backend>(linear: &Linear<B>, x: &[f64]) -> Vec<f64> {
     let [d_in, d_out] = linear.weight.dims();
     let weight = read(linear.weight.val());
-    let bias = linear.bias.as_ref().map_or(vec![0.0; d_out], |b| read(b.val()));
+    let bias = linear
+        .bias
+        .as_ref()
+        .map_or(vec![0.0; d_out], |b| read(b.val()));
     x.chunks(d_in)
         .flat_map(|row| {
             (0..d_out)
-                .map(|o| bias[o] + row.iter().enumerate().map(|(i, v)| v * weight[i * d_out + o]).sum::<f64>())
+                .map(|o| {
+                    bias[o]
+                        + row
+                            .iter()
+                            .enumerate()
+                            .map(|(i, v)| v * weight[i * d_out + o])
+                            .sum::<f64>()
+                })
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -87,7 +112,10 @@ pub(crate) fn time_encode64<B: Backend>(encode: &TimeEncode<B>, delta_t: &[f64])
 /// Layer norm over rows of width `dim` (ε = 1e-5, biased variance).
 pub(crate) fn layer_norm64<B: Backend>(norm: &LayerNorm<B>, x: &[f64]) -> Vec<f64> {
     let gamma = read(norm.gamma.val());
-    let beta = norm.beta.as_ref().map_or(vec![0.0; gamma.len()], |b| read(b.val()));
+    let beta = norm
+        .beta
+        .as_ref()
+        .map_or(vec![0.0; gamma.len()], |b| read(b.val()));
     x.chunks(gamma.len())
         .flat_map(|row| {
             let n = row.len() as f64;
@@ -103,12 +131,22 @@ pub(crate) fn layer_norm64<B: Backend>(norm: &LayerNorm<B>, x: &[f64]) -> Vec<f6
 
 /// Rows of `a` (`[rows, da]`) and `b` (`[rows, db]`) side by side.
 pub(crate) fn concat64(a: &[f64], da: usize, b: &[f64], db: usize) -> Vec<f64> {
-    a.chunks(da).zip(b.chunks(db)).flat_map(|(x, y)| x.iter().chain(y).copied()).collect()
+    a.chunks(da)
+        .zip(b.chunks(db))
+        .flat_map(|(x, y)| x.iter().chain(y).copied())
+        .collect()
 }
 
 /// The TGL attention core: `query` `[rows, dim]`, `key`/`value` `[rows, keys, dim]`, padding
 /// `[rows, keys]`; LeakyReLU(0.2) logits per head, masked softmax, weighted sum.
-pub(crate) fn attend64(query: &[f64], key: &[f64], value: &[f64], padding: &[bool], keys: usize, heads: usize) -> Vec<f64> {
+pub(crate) fn attend64(
+    query: &[f64],
+    key: &[f64],
+    value: &[f64],
+    padding: &[bool],
+    keys: usize,
+    heads: usize,
+) -> Vec<f64> {
     let dim = query.len() / (padding.len() / keys);
     let head_dim = dim / heads;
     let mut out = Vec::with_capacity(query.len());
@@ -123,7 +161,10 @@ pub(crate) fn attend64(query: &[f64], key: &[f64], value: &[f64], padding: &[boo
                     (!padding[r * keys + j]).then_some(if s > 0.0 { s } else { 0.2 * s })
                 })
                 .collect();
-            let max = logits.iter().flatten().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+            let max = logits
+                .iter()
+                .flatten()
+                .fold(f64::NEG_INFINITY, |m, &s| m.max(s));
             let total: f64 = logits.iter().flatten().map(|s| (s - max).exp()).sum();
             for (j, logit) in logits.iter().enumerate() {
                 if let Some(s) = logit {

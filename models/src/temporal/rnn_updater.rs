@@ -50,15 +50,25 @@ impl<B: Backend> RnnMemoryUpdater<B> {
     /// - `mail`: each row's mail `[rows, dim_mail]`
     /// - `delta_t`: time since each row's last update `[rows]`
     /// - output: `[rows, dim_memory]`
-    pub fn forward(&self, memory: Tensor<B, 2>, mail: Tensor<B, 2>, delta_t: Tensor<B, 1>) -> Tensor<B, 2> {
-        tanh(self.input.forward(self.time_encode.append(mail, delta_t)) + self.hidden.forward(memory))
+    pub fn forward(
+        &self,
+        memory: Tensor<B, 2>,
+        mail: Tensor<B, 2>,
+        delta_t: Tensor<B, 1>,
+    ) -> Tensor<B, 2> {
+        tanh(
+            self.input.forward(self.time_encode.append(mail, delta_t))
+                + self.hidden.forward(memory),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::temporal::reference::{Rng, assert_close, concat64, linear64, read, tensor, time_encode64, widen};
+    use crate::temporal::reference::{
+        Rng, assert_close, concat64, linear64, read, tensor, time_encode64, widen,
+    };
     use burn::backend::Flex;
 
     #[test]
@@ -66,13 +76,20 @@ mod tests {
         let device = Default::default();
         let mut rng = Rng::new();
         let (rows, dim_mail, dim_memory, dim_time) = (6, 5, 4, 3);
-        let rnn = RnnMemoryUpdaterConfig::new(dim_mail, dim_memory).with_dim_time(dim_time).init::<Flex>(&device);
+        let rnn = RnnMemoryUpdaterConfig::new(dim_mail, dim_memory)
+            .with_dim_time(dim_time)
+            .init::<Flex>(&device);
         let (memory, h) = rng.tensor::<Flex, 2>([rows, dim_memory], &device);
         let (mail, m) = rng.tensor::<Flex, 2>([rows, dim_mail], &device);
         let delta_t = rng.values(rows, 0.0, 50.0);
         let got = read(rnn.forward(memory, mail, tensor(delta_t.clone(), [rows], &device)));
 
-        let x = concat64(&m, dim_mail, &time_encode64(&rnn.time_encode, &widen(&delta_t)), dim_time);
+        let x = concat64(
+            &m,
+            dim_mail,
+            &time_encode64(&rnn.time_encode, &widen(&delta_t)),
+            dim_time,
+        );
         let (wx, uh) = (linear64(&rnn.input, &x), linear64(&rnn.hidden, &h));
         let want: Vec<f64> = wx.iter().zip(&uh).map(|(a, b)| (a + b).tanh()).collect();
         assert_close("RNN memory", &got, &want, 1e-5, rng.seed);

@@ -1,7 +1,7 @@
 //! Row reads and writes of the temporal state by node id, with "last occurrence wins" writes.
 
-use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
 use burn::tensor::IndexingUpdateOp;
+use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
 
 use super::TemporalStateError;
 
@@ -9,7 +9,10 @@ use super::TemporalStateError;
 /// occurrence in `ids`. Returns `(positions, ids)` in increasing position order.
 ///
 /// Errors if an id is `>= num_nodes`.
-pub(crate) fn last_occurrences(ids: &[usize], num_nodes: usize) -> Result<(Vec<usize>, Vec<usize>), TemporalStateError> {
+pub(crate) fn last_occurrences(
+    ids: &[usize],
+    num_nodes: usize,
+) -> Result<(Vec<usize>, Vec<usize>), TemporalStateError> {
     let mut last = vec![usize::MAX; num_nodes];
     for (position, &id) in ids.iter().enumerate() {
         let slot = last.get_mut(id).ok_or(TemporalStateError::NodeOutOfRange {
@@ -51,7 +54,11 @@ pub(crate) fn index_tensor<B: Backend>(ids: &[usize], device: &B::Device) -> Ten
 }
 
 /// Checks that `found` equals `expected`, naming `field` otherwise.
-pub(crate) fn check_shape(field: &'static str, found: &[usize], expected: &[usize]) -> Result<(), TemporalStateError> {
+pub(crate) fn check_shape(
+    field: &'static str,
+    found: &[usize],
+    expected: &[usize],
+) -> Result<(), TemporalStateError> {
     if found == expected {
         Ok(())
     } else {
@@ -66,19 +73,32 @@ pub(crate) fn check_shape(field: &'static str, found: &[usize], expected: &[usiz
 /// `state` with rows `ids` (distinct, in range) replaced by the rows of `values` (dim 0), exactly:
 /// the new rows are scattered into zeros and selected by a row mask, so no arithmetic touches
 /// their values.
-pub(crate) fn overwrite_rows<B: Backend, const D: usize>(state: Tensor<B, D>, ids: &[usize], values: Tensor<B, D>) -> Tensor<B, D> {
+pub(crate) fn overwrite_rows<B: Backend, const D: usize>(
+    state: Tensor<B, D>,
+    ids: &[usize],
+    values: Tensor<B, D>,
+) -> Tensor<B, D> {
     if ids.is_empty() {
         return state;
     }
     let device = state.device();
     let shape = state.shape();
     let index = index_tensor::<B>(ids, &device);
-    let scattered = Tensor::zeros(shape.clone(), &device).select_assign(0, index, values, IndexingUpdateOp::Add);
+    let scattered = Tensor::zeros(shape.clone(), &device).select_assign(
+        0,
+        index,
+        values,
+        IndexingUpdateOp::Add,
+    );
     state.mask_where(row_mask::<B, D>(ids, shape.dims::<D>(), &device), scattered)
 }
 
 /// `true` on the rows `ids` of a tensor shaped `dims`, broadcast over the other dimensions.
-pub(crate) fn row_mask<B: Backend, const D: usize>(ids: &[usize], dims: [usize; D], device: &B::Device) -> Tensor<B, D, Bool> {
+pub(crate) fn row_mask<B: Backend, const D: usize>(
+    ids: &[usize],
+    dims: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D, Bool> {
     let mut rows = vec![false; dims[0]];
     for &id in ids {
         rows[id] = true;

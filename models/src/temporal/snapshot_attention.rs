@@ -63,10 +63,15 @@ impl SnapshotAttentionConfig {
             self.dim,
             self.att_head
         );
-        let projection = || LinearConfig::new(self.dim, self.dim).with_bias(false).init(device);
+        let projection = || {
+            LinearConfig::new(self.dim, self.dim)
+                .with_bias(false)
+                .init(device)
+        };
         let std = 1.0 / (self.dim as f64).sqrt();
         SnapshotAttention {
-            position: Initializer::Normal { mean: 0.0, std }.init([self.snapshots, self.dim], device),
+            position: Initializer::Normal { mean: 0.0, std }
+                .init([self.snapshots, self.dim], device),
             query: projection(),
             key: projection(),
             value: projection(),
@@ -89,12 +94,24 @@ impl<B: Backend> SnapshotAttention<B> {
         let (heads, head_dim) = (self.att_head, dim / self.att_head);
         let z = x + self.position.val().unsqueeze_dim(0);
         let last = z.clone().narrow(1, snapshots - 1, 1).reshape([rows, dim]);
-        let q = self.query.forward(last.clone()).reshape([rows, 1, heads, head_dim]);
-        let k = self.key.forward(z.clone()).reshape([rows, snapshots, heads, head_dim]);
-        let v = self.value.forward(z).reshape([rows, snapshots, heads, head_dim]);
+        let q = self
+            .query
+            .forward(last.clone())
+            .reshape([rows, 1, heads, head_dim]);
+        let k = self
+            .key
+            .forward(z.clone())
+            .reshape([rows, snapshots, heads, head_dim]);
+        let v = self
+            .value
+            .forward(z)
+            .reshape([rows, snapshots, heads, head_dim]);
         let logits: Tensor<B, 3> = (q * k).sum_dim(3).squeeze_dim(3) / (head_dim as f64).sqrt();
         let weights = self.dropout.forward(softmax(logits, 1));
-        let attended = (v * weights.unsqueeze_dim::<4>(3)).sum_dim(1).reshape([rows, dim]) + last;
+        let attended = (v * weights.unsqueeze_dim::<4>(3))
+            .sum_dim(1)
+            .reshape([rows, dim])
+            + last;
         relu(self.feed_forward.forward(attended.clone())) + attended
     }
 }

@@ -60,7 +60,9 @@ impl StructuralAttentionConfig {
             std: 1.0 / (head_dim as f64).sqrt(),
         };
         StructuralAttention {
-            weight: LinearConfig::new(self.dim_in, self.dim_out).with_bias(false).init(device),
+            weight: LinearConfig::new(self.dim_in, self.dim_out)
+                .with_bias(false)
+                .init(device),
             attention_self: vector.init([self.att_head, head_dim], device),
             attention_neighbour: vector.init([self.att_head, head_dim], device),
             dropout: DropoutConfig::new(self.dropout).init(),
@@ -73,19 +75,49 @@ impl<B: Backend> StructuralAttention<B> {
     /// - `neighbours`: `[rows, fanout, dim_in]`
     /// - `padding`: `[rows, fanout]`, `true` for slots without a neighbour
     /// - output: `[rows, dim_out]`
-    pub fn forward(&self, root: Tensor<B, 2>, neighbours: Tensor<B, 3>, padding: Tensor<B, 2, Bool>) -> Tensor<B, 2> {
+    pub fn forward(
+        &self,
+        root: Tensor<B, 2>,
+        neighbours: Tensor<B, 3>,
+        padding: Tensor<B, 2, Bool>,
+    ) -> Tensor<B, 2> {
         let [heads, head_dim] = self.attention_self.dims();
         let [rows, fanout, _] = neighbours.dims();
-        let keys = Tensor::cat(vec![self.weight.forward(root).unsqueeze_dim(1), self.weight.forward(neighbours)], 1)
-            .reshape([rows, fanout + 1, heads, head_dim]);
+        let keys = Tensor::cat(
+            vec![
+                self.weight.forward(root).unsqueeze_dim(1),
+                self.weight.forward(neighbours),
+            ],
+            1,
+        )
+        .reshape([rows, fanout + 1, heads, head_dim]);
         let score = |z: Tensor<B, 4>, a: &Param<Tensor<B, 2>>| -> Tensor<B, 3> {
-            (z * a.val().reshape([1, 1, heads, head_dim])).sum_dim(3).squeeze_dim(3)
+            (z * a.val().reshape([1, 1, heads, head_dim]))
+                .sum_dim(3)
+                .squeeze_dim(3)
         };
         let self_score = score(keys.clone().narrow(1, 0, 1), &self.attention_self);
-        let logits = leaky_relu(self_score + score(keys.clone(), &self.attention_neighbour), 0.2);
+        let logits = leaky_relu(
+            self_score + score(keys.clone(), &self.attention_neighbour),
+            0.2,
+        );
         let device = padding.device();
-        let padding = Tensor::cat(vec![Tensor::<B, 2, Bool>::from_data(TensorData::new(vec![false; rows], [rows, 1]), &device), padding], 1);
+        let padding = Tensor::cat(
+            vec![
+                Tensor::<B, 2, Bool>::from_data(
+                    TensorData::new(vec![false; rows], [rows, 1]),
+                    &device,
+                ),
+                padding,
+            ],
+            1,
+        );
         let weights = self.dropout.forward(masked_softmax(logits, padding));
-        elu((keys * weights.unsqueeze_dim::<4>(3)).sum_dim(1).reshape([rows, heads * head_dim]), 1.0)
+        elu(
+            (keys * weights.unsqueeze_dim::<4>(3))
+                .sum_dim(1)
+                .reshape([rows, heads * head_dim]),
+            1.0,
+        )
     }
 }

@@ -128,7 +128,8 @@ impl<B: Backend> TemporalAttentionLayer<B> {
 mod tests {
     use super::*;
     use crate::temporal::reference::{
-        Rng, assert_close, attend64, concat64, layer_norm64, linear64, mask, read, tensor, time_encode64, widen,
+        Rng, assert_close, attend64, concat64, layer_norm64, linear64, mask, read, tensor,
+        time_encode64, widen,
     };
     use burn::backend::{Autodiff, Flex};
 
@@ -142,7 +143,9 @@ mod tests {
 
     /// Root 0 misses its neighbour slot 2, root 1 has no neighbour at all.
     fn padding() -> Vec<bool> {
-        (0..ROOTS * FANOUT).map(|i| i == 2 || i / FANOUT == 1).collect()
+        (0..ROOTS * FANOUT)
+            .map(|i| i == 2 || i / FANOUT == 1)
+            .collect()
     }
 
     fn layer<B: Backend>(device: &B::Device) -> TemporalAttentionLayer<B> {
@@ -155,7 +158,13 @@ mod tests {
     }
 
     /// The layer in float64: `root` `[ROOTS, DIM_NODE]`, `nbr` `[ROOTS·FANOUT, DIM_NODE]`.
-    fn reference<B: Backend>(layer: &TemporalAttentionLayer<B>, root: &[f64], nbr: &[f64], edge: &[f64], dt: &[f64]) -> Vec<f64> {
+    fn reference<B: Backend>(
+        layer: &TemporalAttentionLayer<B>,
+        root: &[f64],
+        nbr: &[f64],
+        edge: &[f64],
+        dt: &[f64],
+    ) -> Vec<f64> {
         let zero = time_encode64(&layer.time_encode, &[0.0; ROOTS]);
         let query = linear64(&layer.query, &concat64(root, DIM_NODE, &zero, DIM_TIME));
         let key_in = concat64(
@@ -164,12 +173,16 @@ mod tests {
             &time_encode64(&layer.time_encode, dt),
             DIM_TIME,
         );
-        let (key, value) = (linear64(&layer.key, &key_in), linear64(&layer.value, &key_in));
+        let (key, value) = (
+            linear64(&layer.key, &key_in),
+            linear64(&layer.value, &key_in),
+        );
         let attended = attend64(&query, &key, &value, &padding(), FANOUT, HEADS);
-        let output: Vec<f64> = linear64(&layer.output, &concat64(&attended, DIM_OUT, root, DIM_NODE))
-            .into_iter()
-            .map(|v| v.max(0.0))
-            .collect();
+        let output: Vec<f64> =
+            linear64(&layer.output, &concat64(&attended, DIM_OUT, root, DIM_NODE))
+                .into_iter()
+                .map(|v| v.max(0.0))
+                .collect();
         layer_norm64(&layer.layer_norm, &output)
     }
 
@@ -183,8 +196,20 @@ mod tests {
         let (edge, e) = rng.tensor::<Flex, 3>([ROOTS, FANOUT, DIM_EDGE], &device);
         let dt = rng.values(ROOTS * FANOUT, 0.0, 20.0);
         let padding = mask::<Flex, 2>(padding(), [ROOTS, FANOUT], &device);
-        let got = read(layer.forward(root, nbr, Some(edge), tensor(dt.clone(), [ROOTS, FANOUT], &device), padding));
-        assert_close("temporal attention", &got, &reference(&layer, &r, &n, &e, &widen(&dt)), 2e-4, rng.seed);
+        let got = read(layer.forward(
+            root,
+            nbr,
+            Some(edge),
+            tensor(dt.clone(), [ROOTS, FANOUT], &device),
+            padding,
+        ));
+        assert_close(
+            "temporal attention",
+            &got,
+            &reference(&layer, &r, &n, &e, &widen(&dt)),
+            2e-4,
+            rng.seed,
+        );
     }
 
     #[test]
@@ -203,7 +228,11 @@ mod tests {
             root.clone(),
             nbr.clone(),
             Some(edge),
-            tensor(dt.iter().map(|&v| v as f32).collect(), [ROOTS, FANOUT], &device),
+            tensor(
+                dt.iter().map(|&v| v as f32).collect(),
+                [ROOTS, FANOUT],
+                &device,
+            ),
             mask(padding(), [ROOTS, FANOUT], &device),
         );
         let grads = (out * weights).sum().backward();
@@ -211,7 +240,11 @@ mod tests {
         let grad_nbr = nbr.grad(&grads).map(read).unwrap_or_default();
 
         let loss = |r: &[f64], n: &[f64]| -> f64 {
-            reference(&layer, r, n, &e, &dt).iter().zip(&c).map(|(o, w)| o * w).sum()
+            reference(&layer, r, n, &e, &dt)
+                .iter()
+                .zip(&c)
+                .map(|(o, w)| o * w)
+                .sum()
         };
         let step = 1e-6;
         let central = |x: &[f64], i: usize, at: &dyn Fn(&[f64]) -> f64| {
@@ -220,14 +253,21 @@ mod tests {
             down[i] -= step;
             (at(&up) - at(&down)) / (2.0 * step)
         };
-        let fd_root: Vec<f64> = (0..r.len()).map(|i| central(&r, i, &|x| loss(x, &n))).collect();
-        let fd_nbr: Vec<f64> = (0..n.len()).map(|i| central(&n, i, &|x| loss(&r, x))).collect();
+        let fd_root: Vec<f64> = (0..r.len())
+            .map(|i| central(&r, i, &|x| loss(x, &n)))
+            .collect();
+        let fd_nbr: Vec<f64> = (0..n.len())
+            .map(|i| central(&n, i, &|x| loss(&r, x)))
+            .collect();
         assert_close("d loss / d root", &grad_root, &fd_root, 2e-3, rng.seed);
         assert_close("d loss / d neighbours", &grad_nbr, &fd_nbr, 2e-3, rng.seed);
         for (slot, padded) in padding().iter().enumerate() {
             let g = &grad_nbr[slot * DIM_NODE..(slot + 1) * DIM_NODE];
             if *padded {
-                assert!(g.iter().all(|&v| v == 0.0), "padded slot {slot} got gradient {g:?}");
+                assert!(
+                    g.iter().all(|&v| v == 0.0),
+                    "padded slot {slot} got gradient {g:?}"
+                );
             } else {
                 assert!(g.iter().any(|&v| v != 0.0), "slot {slot} got no gradient");
             }

@@ -36,12 +36,19 @@ impl TimeEncodeConfig {
         let dim = self.dim_time;
         let frequency: Vec<f32> = (0..dim)
             .map(|i| {
-                let exponent = if dim > 1 { 9.0 * i as f64 / (dim - 1) as f64 } else { 0.0 };
+                let exponent = if dim > 1 {
+                    9.0 * i as f64 / (dim - 1) as f64
+                } else {
+                    0.0
+                };
                 10f64.powf(-exponent) as f32
             })
             .collect();
         TimeEncode {
-            frequency: Param::from_tensor(Tensor::from_data(TensorData::new(frequency, [dim]), device)),
+            frequency: Param::from_tensor(Tensor::from_data(
+                TensorData::new(frequency, [dim]),
+                device,
+            )),
             phase: Param::from_tensor(Tensor::zeros([dim], device)),
             learnable: self.learnable,
         }
@@ -99,12 +106,27 @@ mod tests {
         let frequency = read(encode.frequency.val());
         for (i, w) in frequency.iter().enumerate() {
             let want = 10f64.powf(-(i as f64));
-            assert!((w - want).abs() <= 1e-6 * want, "w[{i}] = {w}, expected {want}");
+            assert!(
+                (w - want).abs() <= 1e-6 * want,
+                "w[{i}] = {w}, expected {want}"
+            );
         }
         let delta_t = rng.values(6 * 5, 0.0, 100.0);
         let got = read(encode.forward::<2, 3>(tensor(delta_t.clone(), [6, 5], &device)));
-        assert_close("cos(Δt·w + b)", &got, &time_encode64(&encode, &widen(&delta_t)), 1e-4, rng.seed);
-        assert_close("TimeEncode(0)", &read(encode.zero(3)), &[1.0; 30], 0.0, rng.seed);
+        assert_close(
+            "cos(Δt·w + b)",
+            &got,
+            &time_encode64(&encode, &widen(&delta_t)),
+            1e-4,
+            rng.seed,
+        );
+        assert_close(
+            "TimeEncode(0)",
+            &read(encode.zero(3)),
+            &[1.0; 30],
+            0.0,
+            rng.seed,
+        );
     }
 
     #[test]
@@ -114,9 +136,15 @@ mod tests {
         let mut rng = Rng::new();
         let mut delta_t = || tensor::<B, 1>(rng.values(4, 0.0, 10.0), [4], &device);
         for learnable in [true, false] {
-            let encode = TimeEncodeConfig::new(6).with_learnable(learnable).init::<B>(&device);
+            let encode = TimeEncodeConfig::new(6)
+                .with_learnable(learnable)
+                .init::<B>(&device);
             let grads = encode.forward::<1, 2>(delta_t()).sum().backward();
-            assert_eq!(encode.frequency.grad(&grads).is_some(), learnable, "learnable = {learnable}");
+            assert_eq!(
+                encode.frequency.grad(&grads).is_some(),
+                learnable,
+                "learnable = {learnable}"
+            );
         }
     }
 }

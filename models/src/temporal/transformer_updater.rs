@@ -91,7 +91,12 @@ impl<B: Backend> TransformerMemoryUpdater<B> {
     /// - `mail`: each row's mailbox (`[rows, mailbox_size, dim_mail]`, times and padding)
     /// - `time`: the time each row is read at `[rows]`; a mail's age is `time − its time`
     /// - output: `[rows, dim_memory]`
-    pub fn forward(&self, memory: Tensor<B, 2>, mail: MailRows<B>, time: Tensor<B, 1>) -> Tensor<B, 2> {
+    pub fn forward(
+        &self,
+        memory: Tensor<B, 2>,
+        mail: MailRows<B>,
+        time: Tensor<B, 1>,
+    ) -> Tensor<B, 2> {
         let age = time.unsqueeze_dim::<2>(1) - mail.time;
         let input = Tensor::cat(vec![mail.mails, self.time_encode.forward(age)], 2);
         let attended = attend_keys(
@@ -111,7 +116,8 @@ impl<B: Backend> TransformerMemoryUpdater<B> {
 mod tests {
     use super::*;
     use crate::temporal::reference::{
-        Rng, assert_close, attend64, concat64, layer_norm64, linear64, mask, read, tensor, time_encode64,
+        Rng, assert_close, attend64, concat64, layer_norm64, linear64, mask, read, tensor,
+        time_encode64,
     };
     use burn::backend::Flex;
 
@@ -130,7 +136,9 @@ mod tests {
         let mail_time = rng.values(rows * size, 0.0, 10.0);
         let time = rng.values(rows, 10.0, 20.0);
         // row 0 holds 2 mails, row 1 none, row 2 a full mailbox
-        let padding: Vec<bool> = (0..rows * size).map(|i| (i / size == 0 && i % size >= 2) || i / size == 1).collect();
+        let padding: Vec<bool> = (0..rows * size)
+            .map(|i| (i / size == 0 && i % size >= 2) || i / size == 1)
+            .collect();
         let mail = MailRows {
             mails,
             time: tensor(mail_time.clone(), [rows, size], &device),
@@ -141,7 +149,12 @@ mod tests {
         let age: Vec<f64> = (0..rows * size)
             .map(|i| f64::from(time[i / size]) - f64::from(mail_time[i]))
             .collect();
-        let input = concat64(&m, dim_mail, &time_encode64(&updater.time_encode, &age), dim_time);
+        let input = concat64(
+            &m,
+            dim_mail,
+            &time_encode64(&updater.time_encode, &age),
+            dim_time,
+        );
         let attended = attend64(
             &linear64(&updater.query, &h),
             &linear64(&updater.key, &input),
@@ -152,7 +165,10 @@ mod tests {
         );
         let residual: Vec<f64> = attended.iter().zip(&h).map(|(a, b)| a + b).collect();
         let normed = layer_norm64(&updater.layer_norm, &residual);
-        let want: Vec<f64> = linear64(&updater.output, &normed).into_iter().map(|v| v.max(0.0)).collect();
+        let want: Vec<f64> = linear64(&updater.output, &normed)
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
         assert_close("APAN memory", &got, &want, 2e-4, rng.seed);
     }
 }
