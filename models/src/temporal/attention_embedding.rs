@@ -32,28 +32,14 @@ pub struct TemporalNeighbourhood<B: Backend> {
     pub hops: Vec<NeighbourHop<B>>,
 }
 
-/// Configuration of a [`TemporalAttentionEmbedding`].
+/// Configuration of a [`TemporalAttentionEmbedding`]: its first layer and how many follow.
 #[derive(Config, Debug)]
 pub struct TemporalAttentionEmbeddingConfig {
-    /// Width of the input node representations.
-    pub dim_node: usize,
-    /// Width of the edge features; 0 for none.
-    pub dim_edge: usize,
-    /// Width of the time encodings. Default: 100.
-    #[config(default = 100)]
-    pub dim_time: usize,
-    /// Output width. Default: 100.
-    #[config(default = 100)]
-    pub dim_out: usize,
-    /// Attention heads per layer. Default: 2.
-    #[config(default = 2)]
-    pub att_head: usize,
+    /// The first layer; the later ones read its output width (`dim_out`) and share the rest.
+    pub layer: TemporalAttentionLayerConfig,
     /// Layers = hops read (TGL's `layer`). Default: 1.
     #[config(default = 1)]
     pub layers: usize,
-    /// Dropout. Default: 0.1.
-    #[config(default = 0.1)]
-    pub dropout: f64,
 }
 
 /// `layers` [`TemporalAttentionLayer`]s: layer `k` (from 0) computes new representations of
@@ -75,18 +61,12 @@ impl TemporalAttentionEmbeddingConfig {
             self.layers > 0,
             "a temporal attention embedding needs at least one layer"
         );
+        let later = TemporalAttentionLayerConfig {
+            dim_node: self.layer.dim_out,
+            ..self.layer.clone()
+        };
         let layers = (0..self.layers)
-            .map(|k| {
-                TemporalAttentionLayerConfig::new(
-                    if k == 0 { self.dim_node } else { self.dim_out },
-                    self.dim_edge,
-                )
-                .with_dim_time(self.dim_time)
-                .with_dim_out(self.dim_out)
-                .with_att_head(self.att_head)
-                .with_dropout(self.dropout)
-                .init(device)
-            })
+            .map(|k| if k == 0 { &self.layer } else { &later }.init(device))
             .collect();
         TemporalAttentionEmbedding { layers }
     }
@@ -140,11 +120,12 @@ mod tests {
         let device = Default::default();
         let mut rng = Rng::new();
         let (roots, fanout, dim_node, dim_out) = (2, 3, 4, 6);
-        let embedding = TemporalAttentionEmbeddingConfig::new(dim_node, 0)
+        let layer = TemporalAttentionLayerConfig::new(dim_node, 0)
             .with_dim_time(3)
             .with_dim_out(dim_out)
+            .with_dropout(0.0);
+        let embedding = TemporalAttentionEmbeddingConfig::new(layer)
             .with_layers(2)
-            .with_dropout(0.0)
             .init::<Flex>(&device);
         let counts = [roots, roots * fanout, roots * fanout * fanout];
         let nodes: Vec<Tensor<Flex, 2>> = counts

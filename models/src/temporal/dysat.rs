@@ -19,23 +19,14 @@ pub struct SnapshotNeighbourhood<B: Backend> {
     pub padding: Tensor<B, 3, Bool>,
 }
 
-/// Configuration of a [`DysatEmbedding`].
+/// Configuration of a [`DysatEmbedding`]: its two stages. The structural stage's `dim_out`
+/// must equal the temporal stage's `dim`.
 #[derive(Config, Debug)]
 pub struct DysatEmbeddingConfig {
-    /// Width of the input node representations.
-    pub dim_node: usize,
-    /// Output width; a multiple of `att_head`. Default: 100.
-    #[config(default = 100)]
-    pub dim_out: usize,
-    /// Snapshots read. Default: 3.
-    #[config(default = 3)]
-    pub snapshots: usize,
-    /// Attention heads of both stages. Default: 2.
-    #[config(default = 2)]
-    pub att_head: usize,
-    /// Dropout on the attention weights. Default: 0.1.
-    #[config(default = 0.1)]
-    pub dropout: f64,
+    /// The GAT within each snapshot.
+    pub structural: StructuralAttentionConfig,
+    /// The self-attention across snapshots.
+    pub temporal: SnapshotAttentionConfig,
 }
 
 /// DySAT's embedding: a [`StructuralAttention`] (GAT) of each root in each snapshot, then a
@@ -53,18 +44,15 @@ impl DysatEmbeddingConfig {
     ///
     /// # Panics
     ///
-    /// If `dim_out` is not a multiple of `att_head`.
+    /// If the stages' widths disagree or are not multiples of their heads.
     pub fn init<B: Backend>(&self, device: &B::Device) -> DysatEmbedding<B> {
+        assert_eq!(
+            self.structural.dim_out, self.temporal.dim,
+            "DySAT's structural output width must be its temporal input width"
+        );
         DysatEmbedding {
-            structural: StructuralAttentionConfig::new(self.dim_node, self.dim_out)
-                .with_att_head(self.att_head)
-                .with_dropout(self.dropout)
-                .init(device),
-            temporal: SnapshotAttentionConfig::new(self.dim_out)
-                .with_snapshots(self.snapshots)
-                .with_att_head(self.att_head)
-                .with_dropout(self.dropout)
-                .init(device),
+            structural: self.structural.init(device),
+            temporal: self.temporal.init(device),
         }
     }
 }

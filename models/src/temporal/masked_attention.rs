@@ -9,6 +9,18 @@ use burn::tensor::{Bool, Tensor, backend::Backend};
 /// `f32`, so a row whose keys are all padding gets uniform weights (then zeroed), never NaN.
 const PADDING_LOGIT: f32 = -1.0e30;
 
+/// Checks that a width `dim` (named `field`) splits into `heads` heads.
+///
+/// # Panics
+///
+/// If `heads` is 0 or does not divide `dim`.
+pub(crate) fn check_heads(field: &str, dim: usize, heads: usize) {
+    assert!(
+        heads > 0 && dim.is_multiple_of(heads),
+        "{field} ({dim}) must be a multiple of att_head ({heads})"
+    );
+}
+
 /// Softmax over dim 1 of `logits` `[rows, keys, heads]` that gives padded keys (`padding`
 /// `[rows, keys]`, `true` = padding) weight 0. A row with only padding gets all-zero weights.
 pub(crate) fn masked_softmax<B: Backend>(

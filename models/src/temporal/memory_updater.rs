@@ -3,7 +3,7 @@
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::{GruMemoryUpdater, MemoryRows, RnnMemoryUpdater, TransformerMemoryUpdater};
+use super::{CellInput, GruMemoryUpdater, MemoryRows, RnnMemoryUpdater, TransformerMemoryUpdater};
 
 /// Which memory updater a model uses (TGL's `memory_update`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -37,18 +37,15 @@ impl<B: Backend> MemoryUpdater<B> {
     pub fn forward(&self, rows: MemoryRows<B>, time: Tensor<B, 1>) -> Tensor<B, 2> {
         let cell_input = |rows: MemoryRows<B>| {
             let [n, _, dim_mail] = rows.mail.mails.dims();
-            let mail = rows.mail.mails.narrow(1, 0, 1).reshape([n, dim_mail]);
-            (rows.memory, mail, time.clone() - rows.last_update)
+            CellInput {
+                memory: rows.memory,
+                mail: rows.mail.mails.narrow(1, 0, 1).reshape([n, dim_mail]),
+                delta_t: time.clone() - rows.last_update,
+            }
         };
         match self {
-            MemoryUpdater::Gru(gru) => {
-                let (memory, mail, delta_t) = cell_input(rows);
-                gru.forward(memory, mail, delta_t)
-            }
-            MemoryUpdater::Rnn(rnn) => {
-                let (memory, mail, delta_t) = cell_input(rows);
-                rnn.forward(memory, mail, delta_t)
-            }
+            MemoryUpdater::Gru(gru) => gru.forward(cell_input(rows)),
+            MemoryUpdater::Rnn(rnn) => rnn.forward(cell_input(rows)),
             MemoryUpdater::Transformer(transformer) => {
                 transformer.forward(rows.memory, rows.mail, time)
             }

@@ -8,8 +8,9 @@ use burn::tensor::{Tensor, backend::Backend};
 use super::{
     DysatEmbedding, DysatEmbeddingConfig, EdgePredictor, EdgePredictorConfig,
     GruMemoryUpdaterConfig, IdentityEmbedding, IdentityEmbeddingConfig, JodieTimeEmbedding,
-    JodieTimeEmbeddingConfig, MemoryUpdateKind, MemoryUpdater, MemoryWrite, NodeRows,
-    RnnMemoryUpdaterConfig, TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig,
+    JodieTimeEmbeddingConfig, MemoryCellConfig, MemoryUpdateKind, MemoryUpdater, MemoryWrite,
+    NodeRows, RnnMemoryUpdaterConfig, SnapshotAttentionConfig, StructuralAttentionConfig,
+    TemporalAttentionEmbedding, TemporalAttentionEmbeddingConfig, TemporalAttentionLayerConfig,
     TemporalBatch, TemporalNeighbourhood, TransformerMemoryUpdaterConfig,
 };
 
@@ -113,17 +114,14 @@ impl TemporalModelConfig {
             self.embedding != EmbeddingKind::Jodie || self.memory_update.is_some(),
             "JODIE's time projection needs a memory"
         );
+        let cell = MemoryCellConfig::new(dim_mail, self.dim_memory).with_dim_time(self.dim_time);
         let updater = self.memory_update.map(|kind| match kind {
-            MemoryUpdateKind::Gru => MemoryUpdater::Gru(
-                GruMemoryUpdaterConfig::new(dim_mail, self.dim_memory)
-                    .with_dim_time(self.dim_time)
-                    .init(device),
-            ),
-            MemoryUpdateKind::Rnn => MemoryUpdater::Rnn(
-                RnnMemoryUpdaterConfig::new(dim_mail, self.dim_memory)
-                    .with_dim_time(self.dim_time)
-                    .init(device),
-            ),
+            MemoryUpdateKind::Gru => {
+                MemoryUpdater::Gru(GruMemoryUpdaterConfig::new(cell.clone()).init(device))
+            }
+            MemoryUpdateKind::Rnn => {
+                MemoryUpdater::Rnn(RnnMemoryUpdaterConfig::new(cell.clone()).init(device))
+            }
             MemoryUpdateKind::Transformer => MemoryUpdater::Transformer(
                 TransformerMemoryUpdaterConfig::new(dim_mail, self.dim_memory)
                     .with_dim_time(self.dim_time)
@@ -142,21 +140,24 @@ impl TemporalModelConfig {
         let jodie = (self.embedding == EmbeddingKind::Jodie)
             .then(|| JodieTimeEmbeddingConfig::new(dim_hidden).init(device));
         let attention = (self.embedding == EmbeddingKind::Attention).then(|| {
-            TemporalAttentionEmbeddingConfig::new(dim_hidden, self.dim_edge)
+            let layer = TemporalAttentionLayerConfig::new(dim_hidden, self.dim_edge)
                 .with_dim_time(self.dim_time)
                 .with_dim_out(self.dim_out)
                 .with_att_head(self.att_head)
+                .with_dropout(self.dropout);
+            TemporalAttentionEmbeddingConfig::new(layer)
                 .with_layers(self.layers)
-                .with_dropout(self.dropout)
                 .init(device)
         });
         let dysat = (self.embedding == EmbeddingKind::Dysat).then(|| {
-            DysatEmbeddingConfig::new(dim_hidden)
-                .with_dim_out(self.dim_out)
+            let structural = StructuralAttentionConfig::new(dim_hidden, self.dim_out)
+                .with_att_head(self.att_head)
+                .with_dropout(self.dropout);
+            let temporal = SnapshotAttentionConfig::new(self.dim_out)
                 .with_snapshots(self.snapshots)
                 .with_att_head(self.att_head)
-                .with_dropout(self.dropout)
-                .init(device)
+                .with_dropout(self.dropout);
+            DysatEmbeddingConfig::new(structural, temporal).init(device)
         });
         TemporalModel {
             updater,

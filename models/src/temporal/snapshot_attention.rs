@@ -6,6 +6,8 @@ use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{relu, softmax};
 use burn::tensor::{Tensor, backend::Backend};
 
+use super::masked_attention::check_heads;
+
 /// Configuration of a [`SnapshotAttention`].
 #[derive(Config, Debug)]
 pub struct SnapshotAttentionConfig {
@@ -14,10 +16,10 @@ pub struct SnapshotAttentionConfig {
     /// Number of snapshots read. Default: 3.
     #[config(default = 3)]
     pub snapshots: usize,
-    /// Attention heads. Default: 2.
+    /// Heads of the self-attention across snapshots. Default: 2.
     #[config(default = 2)]
     pub att_head: usize,
-    /// Dropout on the attention weights. Default: 0.1.
+    /// Dropout on the weights over snapshots. Default: 0.1.
     #[config(default = 0.1)]
     pub dropout: f64,
 }
@@ -57,12 +59,7 @@ impl SnapshotAttentionConfig {
     ///
     /// If `dim` is not a multiple of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> SnapshotAttention<B> {
-        assert!(
-            self.att_head > 0 && self.dim.is_multiple_of(self.att_head),
-            "dim ({}) must be a multiple of att_head ({})",
-            self.dim,
-            self.att_head
-        );
+        check_heads("dim", self.dim, self.att_head);
         let projection = || {
             LinearConfig::new(self.dim, self.dim)
                 .with_bias(false)

@@ -6,7 +6,7 @@ use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{elu, leaky_relu};
 use burn::tensor::{Bool, Tensor, TensorData, backend::Backend};
 
-use super::masked_attention::masked_softmax;
+use super::masked_attention::{check_heads, masked_softmax};
 
 /// Configuration of a [`StructuralAttention`].
 #[derive(Config, Debug)]
@@ -15,10 +15,10 @@ pub struct StructuralAttentionConfig {
     pub dim_in: usize,
     /// Output width; a multiple of `att_head`.
     pub dim_out: usize,
-    /// Attention heads. Default: 2.
+    /// GAT heads, their outputs concatenated. Default: 2.
     #[config(default = 2)]
     pub att_head: usize,
-    /// Dropout on the attention weights. Default: 0.1.
+    /// Dropout on the attention coefficients `α`. Default: 0.1.
     #[config(default = 0.1)]
     pub dropout: f64,
 }
@@ -48,12 +48,7 @@ impl StructuralAttentionConfig {
     ///
     /// If `dim_out` is not a multiple of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> StructuralAttention<B> {
-        assert!(
-            self.att_head > 0 && self.dim_out.is_multiple_of(self.att_head),
-            "dim_out ({}) must be a multiple of att_head ({})",
-            self.dim_out,
-            self.att_head
-        );
+        check_heads("dim_out", self.dim_out, self.att_head);
         let head_dim = self.dim_out / self.att_head;
         let vector = Initializer::Normal {
             mean: 0.0,

@@ -6,7 +6,7 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, Linea
 use burn::tensor::activation::relu;
 use burn::tensor::{Bool, Tensor, backend::Backend};
 
-use super::masked_attention::attend_keys;
+use super::masked_attention::{attend_keys, check_heads};
 use super::{TimeEncode, TimeEncodeConfig};
 
 /// Configuration of a [`TemporalAttentionLayer`].
@@ -68,12 +68,7 @@ impl TemporalAttentionLayerConfig {
     ///
     /// If `dim_out` is not a multiple of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> TemporalAttentionLayer<B> {
-        assert!(
-            self.att_head > 0 && self.dim_out.is_multiple_of(self.att_head),
-            "dim_out ({}) must be a multiple of att_head ({})",
-            self.dim_out,
-            self.att_head
-        );
+        check_heads("dim_out", self.dim_out, self.att_head);
         let dim_key = self.dim_node + self.dim_edge + self.dim_time;
         TemporalAttentionLayer {
             query: LinearConfig::new(self.dim_node + self.dim_time, self.dim_out).init(device),
@@ -137,9 +132,7 @@ mod tests {
     const FANOUT: usize = 4;
     const DIM_NODE: usize = 5;
     const DIM_EDGE: usize = 2;
-    const DIM_TIME: usize = 3;
     const DIM_OUT: usize = 6;
-    const HEADS: usize = 2;
 
     /// Root 0 misses its neighbour slot 2, root 1 has no neighbour at all.
     fn padding() -> Vec<bool> {
@@ -150,9 +143,9 @@ mod tests {
 
     fn layer<B: Backend>(device: &B::Device) -> TemporalAttentionLayer<B> {
         TemporalAttentionLayerConfig::new(DIM_NODE, DIM_EDGE)
-            .with_dim_time(DIM_TIME)
+            .with_dim_time(3)
             .with_dim_out(DIM_OUT)
-            .with_att_head(HEADS)
+            .with_att_head(2)
             .with_dropout(0.0)
             .init(device)
     }
@@ -165,19 +158,20 @@ mod tests {
         edge: &[f64],
         dt: &[f64],
     ) -> Vec<f64> {
+        let dim_time = layer.time_encode.dim_time();
         let zero = time_encode64(&layer.time_encode, &[0.0; ROOTS]);
-        let query = linear64(&layer.query, &concat64(root, DIM_NODE, &zero, DIM_TIME));
+        let query = linear64(&layer.query, &concat64(root, DIM_NODE, &zero, dim_time));
         let key_in = concat64(
             &concat64(nbr, DIM_NODE, edge, DIM_EDGE),
             DIM_NODE + DIM_EDGE,
             &time_encode64(&layer.time_encode, dt),
-            DIM_TIME,
+            dim_time,
         );
         let (key, value) = (
             linear64(&layer.key, &key_in),
             linear64(&layer.value, &key_in),
         );
-        let attended = attend64(&query, &key, &value, &padding(), FANOUT, HEADS);
+        let attended = attend64(&query, &key, &value, &padding(), FANOUT, layer.att_head);
         let output: Vec<f64> =
             linear64(&layer.output, &concat64(&attended, DIM_OUT, root, DIM_NODE))
                 .into_iter()

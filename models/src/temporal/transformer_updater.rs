@@ -7,7 +7,7 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, Linea
 use burn::tensor::activation::relu;
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::masked_attention::attend_keys;
+use super::masked_attention::{attend_keys, check_heads};
 use super::{MailRows, TimeEncode, TimeEncodeConfig};
 
 /// Configuration of a [`TransformerMemoryUpdater`].
@@ -64,12 +64,7 @@ impl TransformerMemoryUpdaterConfig {
     ///
     /// If `dim_memory` is not a multiple of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> TransformerMemoryUpdater<B> {
-        assert!(
-            self.att_head > 0 && self.dim_memory.is_multiple_of(self.att_head),
-            "dim_memory ({}) must be a multiple of att_head ({})",
-            self.dim_memory,
-            self.att_head
-        );
+        check_heads("dim_memory", self.dim_memory, self.att_head);
         let dim_in = self.dim_mail + self.dim_time;
         TransformerMemoryUpdater {
             query: LinearConfig::new(self.dim_memory, self.dim_memory).init(device),
