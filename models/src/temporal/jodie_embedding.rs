@@ -33,9 +33,8 @@ impl JodieTimeEmbeddingConfig {
                 std: 1.0,
             })
             .init(device);
-        time_projection.bias = time_projection
-            .bias
-            .map(|bias| bias.map(|b| b.zeros_like()));
+        // a fresh parameter: `Param::map` would keep a tensor that no longer tracks gradients
+        time_projection.bias = Some(Initializer::Zeros.init([self.dim], device));
         JodieTimeEmbedding { time_projection }
     }
 }

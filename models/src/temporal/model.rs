@@ -2,8 +2,8 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Tensor, backend::Backend};
+use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
+use burn::tensor::{Int, Tensor, backend::Backend};
 
 use super::{
     DysatEmbedding, DysatEmbeddingConfig, EdgePredictor, EdgePredictorConfig,
@@ -67,6 +67,11 @@ pub struct TemporalModelConfig {
     /// Dropout. Default: 0.1.
     #[config(default = 0.1)]
     pub dropout: f64,
+    /// Number of nodes given a learned input vector of width `dim_node`, for data without node
+    /// features (DySAT reads nothing else); 0 for none. The trainer reads the vectors with
+    /// [`TemporalModel::node_features`] and passes them as the batch's features. Default: 0.
+    #[config(default = 0)]
+    pub embedded_nodes: usize,
 }
 
 impl TemporalModelConfig {
@@ -98,7 +103,8 @@ impl TemporalModelConfig {
     /// # Panics
     ///
     /// If the configuration is inconsistent: a cell updater (GRU, RNN) with `mailbox_size ≠ 1`,
-    /// JODIE's embedding without memory, or widths that are not multiples of `att_head`.
+    /// JODIE's embedding without memory, learned node inputs of width `dim_node = 0`, or widths
+    /// that are not multiples of `att_head`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> TemporalModel<B> {
         let (dim_mail, dim_hidden) = (self.dim_mail(), self.dim_hidden());
         let cell = matches!(
@@ -114,6 +120,12 @@ impl TemporalModelConfig {
             self.embedding != EmbeddingKind::Jodie || self.memory_update.is_some(),
             "JODIE's time projection needs a memory"
         );
+        assert!(
+            self.embedded_nodes == 0 || self.dim_node > 0,
+            "learned node inputs need a width (dim_node = 0)"
+        );
+        let node_embedding = (self.embedded_nodes > 0)
+            .then(|| EmbeddingConfig::new(self.embedded_nodes, self.dim_node).init(device));
         let cell = MemoryCellConfig::new(dim_mail, self.dim_memory).with_dim_time(self.dim_time);
         let updater = self.memory_update.map(|kind| match kind {
             MemoryUpdateKind::Gru => {
@@ -160,6 +172,7 @@ impl TemporalModelConfig {
             DysatEmbeddingConfig::new(structural, temporal).init(device)
         });
         TemporalModel {
+            node_embedding,
             updater,
             node_feat_map,
             identity,
@@ -181,6 +194,8 @@ impl TemporalModelConfig {
 /// [`memory_update`](Self::memory_update) turns it into the rows and mails to write.
 #[derive(Module, Debug)]
 pub struct TemporalModel<B: Backend> {
+    /// Learned node inputs, `[embedded_nodes, dim_node]`, if configured.
+    pub node_embedding: Option<Embedding<B>>,
     /// The memory updater; `None` for memoryless models.
     pub updater: Option<MemoryUpdater<B>>,
     /// Node features into the memory space, `dim_node → dim_memory` (memory models with node
@@ -282,6 +297,20 @@ impl<B: Backend> TemporalModel<B> {
         let src = memory.clone().narrow(0, 0, events);
         let dst = memory.narrow(0, events, events);
         MemoryWrite::new(src, dst, time, edge_feat)
+    }
+
+    /// The learned inputs of nodes `ids` (`[rows]`), `[rows, dim_node]`; `None` without
+    /// learned node inputs.
+    ///
+    /// # Panics
+    ///
+    /// If an id is at or past `embedded_nodes`.
+    pub fn node_features(&self, ids: Tensor<B, 1, Int>) -> Option<Tensor<B, 2>> {
+        self.node_embedding.as_ref().map(|embedding| {
+            let rows = ids.dims()[0];
+            let [_, dim] = embedding.weight.dims();
+            embedding.forward(ids.reshape([1, rows])).reshape([rows, dim])
+        })
     }
 
     /// Representations of a level of rows, `[rows, dim_hidden]`, and (memory models) their
