@@ -230,6 +230,11 @@ pub struct TemporalOutput<B: Backend> {
 impl<B: Backend> TemporalModel<B> {
     /// Logits of the batch's positive and negative pairs.
     ///
+    /// Each row's representation is its updated memory (plus its mapped node features) in a
+    /// memory model, else its node features, else zeros; the embedding reads the roots' (and,
+    /// for graph attention, their neighbours') representations; the predictor scores
+    /// `(src, pos_dst)` and `(src, neg_dst)` pairs. The batch layout is [`TemporalBatch`]'s.
+    ///
     /// # Panics
     ///
     /// If the batch lacks what the model reads (memory rows for a memory model, hops for graph
@@ -241,6 +246,11 @@ impl<B: Backend> TemporalModel<B> {
             .next()
             .expect("a temporal batch has a level of roots");
         let root_time = roots.time.clone();
+        assert_eq!(
+            root_time.dims()[0],
+            events * (2 + negatives),
+            "the roots are the sources, destinations and negatives of whole events"
+        );
         let root_last_update = roots
             .memory
             .as_ref()
@@ -309,7 +319,9 @@ impl<B: Backend> TemporalModel<B> {
         self.node_embedding.as_ref().map(|embedding| {
             let rows = ids.dims()[0];
             let [_, dim] = embedding.weight.dims();
-            embedding.forward(ids.reshape([1, rows])).reshape([rows, dim])
+            embedding
+                .forward(ids.reshape([1, rows]))
+                .reshape([rows, dim])
         })
     }
 
