@@ -47,3 +47,40 @@ impl<B: Backend> JodieTimeEmbedding<B> {
         h * (self.time_projection.forward(delta_t.unsqueeze_dim(1)) + 1.0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, assert_close, read, tensor, widen};
+    use burn::backend::Flex;
+    use burn::module::Param;
+
+    #[test]
+    fn projection_matches_h_times_one_plus_w_dt_plus_b() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (rows, dim) = (4, 5);
+        let mut jodie = JodieTimeEmbeddingConfig::new(dim).init::<Flex>(&device);
+        assert!(
+            read(
+                jodie
+                    .time_projection
+                    .bias
+                    .as_ref()
+                    .map_or_else(|| Tensor::zeros([1], &device), |b| b.val())
+            )
+            .iter()
+            .all(|&b| b == 0.0)
+        );
+        let (bias, b) = rng.tensor::<Flex, 1>([dim], &device);
+        jodie.time_projection.bias = Some(Param::from_tensor(bias));
+        let (h, h64) = rng.tensor::<Flex, 2>([rows, dim], &device);
+        let delta_t = rng.values(rows, 0.0, 1.0);
+        let got = read(jodie.forward(h, tensor(delta_t.clone(), [rows], &device)));
+        let (w, delta_t) = (read(jodie.time_projection.weight.val()), widen(&delta_t));
+        let want: Vec<f64> = (0..rows * dim)
+            .map(|i| h64[i] * (1.0 + w[i % dim] * delta_t[i / dim] + b[i % dim]))
+            .collect();
+        assert_close("JODIE projection", &got, &want, 1e-6, rng.seed);
+    }
+}

@@ -147,36 +147,39 @@ pub(crate) fn attend64(
     keys: usize,
     heads: usize,
 ) -> Vec<f64> {
-    let dim = query.len() / (padding.len() / keys);
+    let rows = padding.len() / keys;
+    let head_dim = query.len() / rows / heads;
+    let logit = |r: usize, j: usize, h: usize| {
+        let span = h * head_dim..(h + 1) * head_dim;
+        let q = &query[r * heads * head_dim..][span.clone()];
+        let k = &key[(r * keys + j) * heads * head_dim..][span];
+        let s: f64 = q.iter().zip(k).map(|(a, b)| a * b).sum();
+        (!padding[r * keys + j]).then_some(if s > 0.0 { s } else { 0.2 * s })
+    };
+    weighted_sum64(value, rows, keys, heads, logit)
+}
+
+/// Per row and head, the softmax over `keys` of `logit(row, key, head)` (`None` = masked)
+/// weighting the rows of `value` `[rows, keys, dim]`; output `[rows, dim]`, heads side by side.
+pub(crate) fn weighted_sum64(
+    value: &[f64],
+    rows: usize,
+    keys: usize,
+    heads: usize,
+    logit: impl Fn(usize, usize, usize) -> Option<f64>,
+) -> Vec<f64> {
+    let dim = value.len() / rows / keys;
     let head_dim = dim / heads;
-    let mut out = Vec::with_capacity(query.len());
-    for (r, q) in query.chunks(dim).enumerate() {
-        let mut row = vec![0.0; dim];
+    let mut out = vec![0.0; rows * dim];
+    for r in 0..rows {
         for h in 0..heads {
-            let span = h * head_dim..(h + 1) * head_dim;
-            let logits: Vec<Option<f64>> = (0..keys)
-                .map(|j| {
-                    let k = &key[(r * keys + j) * dim..][span.clone()];
-                    let s: f64 = q[span.clone()].iter().zip(k).map(|(a, b)| a * b).sum();
-                    (!padding[r * keys + j]).then_some(if s > 0.0 { s } else { 0.2 * s })
-                })
-                .collect();
-            let max = logits
-                .iter()
-                .flatten()
-                .fold(f64::NEG_INFINITY, |m, &s| m.max(s));
-            let total: f64 = logits.iter().flatten().map(|s| (s - max).exp()).sum();
-            for (j, logit) in logits.iter().enumerate() {
-                if let Some(s) = logit {
-                    let weight = (s - max).exp() / total;
-                    let v = &value[(r * keys + j) * dim..][span.clone()];
-                    for (o, x) in row[span.clone()].iter_mut().zip(v) {
-                        *o += weight * x;
-                    }
+            let logits: Vec<Option<f64>> = (0..keys).map(|j| logit(r, j, h)).collect();
+            for (j, weight) in softmax64(&logits).into_iter().enumerate() {
+                for c in h * head_dim..(h + 1) * head_dim {
+                    out[r * dim + c] += weight * value[(r * keys + j) * dim + c];
                 }
             }
         }
-        out.extend(row);
     }
     out
 }
@@ -195,4 +198,17 @@ pub(crate) fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64, seed
 /// The logistic function.
 pub(crate) fn sigmoid64(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
+}
+
+/// Softmax of the unmasked `logits` (`None` = masked, weight 0); all masked gives all zeros.
+pub(crate) fn softmax64(logits: &[Option<f64>]) -> Vec<f64> {
+    let max = logits
+        .iter()
+        .flatten()
+        .fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+    let total: f64 = logits.iter().flatten().map(|s| (s - max).exp()).sum();
+    logits
+        .iter()
+        .map(|s| s.map_or(0.0, |s| (s - max).exp() / total))
+        .collect()
 }

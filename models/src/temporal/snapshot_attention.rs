@@ -112,3 +112,61 @@ impl<B: Backend> SnapshotAttention<B> {
         relu(self.feed_forward.forward(attended.clone())) + attended
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, assert_close, linear64, read, weighted_sum64};
+    use burn::backend::Flex;
+
+    #[test]
+    fn last_snapshot_matches_a_float64_causal_self_attention() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (rows, snapshots, dim, heads) = (2, 3, 4, 2);
+        let attention = SnapshotAttentionConfig::new(dim)
+            .with_snapshots(snapshots)
+            .with_att_head(heads)
+            .with_dropout(0.0)
+            .init::<Flex>(&device);
+        let (x, x64) = rng.tensor::<Flex, 3>([rows, snapshots, dim], &device);
+        let got = read(attention.forward(x));
+
+        let position = read(attention.position.val());
+        let z: Vec<f64> = x64
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v + position[i % (snapshots * dim)])
+            .collect();
+        let last: Vec<f64> = (0..rows)
+            .flat_map(|r| {
+                z[(r * snapshots + snapshots - 1) * dim..(r * snapshots + snapshots) * dim].to_vec()
+            })
+            .collect();
+        let (q, k, v) = (
+            linear64(&attention.query, &last),
+            linear64(&attention.key, &z),
+            linear64(&attention.value, &z),
+        );
+        let head_dim = dim / heads;
+        let logit = |r: usize, s: usize, h: usize| {
+            let (qi, ki) = (
+                r * dim + h * head_dim,
+                (r * snapshots + s) * dim + h * head_dim,
+            );
+            let dot: f64 = (0..head_dim).map(|c| q[qi + c] * k[ki + c]).sum();
+            Some(dot / (head_dim as f64).sqrt())
+        };
+        let attended: Vec<f64> = weighted_sum64(&v, rows, snapshots, heads, logit)
+            .iter()
+            .zip(&last)
+            .map(|(a, l)| a + l)
+            .collect();
+        let want: Vec<f64> = linear64(&attention.feed_forward, &attended)
+            .iter()
+            .zip(&attended)
+            .map(|(f, a)| f.max(0.0) + a)
+            .collect();
+        assert_close("snapshot attention", &got, &want, 1e-5, rng.seed);
+    }
+}

@@ -116,3 +116,61 @@ impl<B: Backend> StructuralAttention<B> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::reference::{Rng, assert_close, linear64, mask, read, weighted_sum64};
+    use burn::backend::Flex;
+
+    #[test]
+    fn gat_matches_a_float64_reference_with_padding() {
+        let device = Default::default();
+        let mut rng = Rng::new();
+        let (rows, fanout, dim_in, dim_out, heads) = (3, 3, 4, 6, 2);
+        let gat = StructuralAttentionConfig::new(dim_in, dim_out)
+            .with_dropout(0.0)
+            .init::<Flex>(&device);
+        let (root, r) = rng.tensor::<Flex, 2>([rows, dim_in], &device);
+        let (nbr, n) = rng.tensor::<Flex, 3>([rows, fanout, dim_in], &device);
+        // row 1 has no neighbour: it attends to itself alone
+        let padding: Vec<bool> = (0..rows * fanout)
+            .map(|i| i / fanout == 1 || i == 7)
+            .collect();
+        let got = read(gat.forward(root, nbr, mask(padding.clone(), [rows, fanout], &device)));
+
+        // keys per row: the root itself, then its neighbours
+        let (zr, zn) = (linear64(&gat.weight, &r), linear64(&gat.weight, &n));
+        let z: Vec<f64> = (0..rows)
+            .flat_map(|i| {
+                [
+                    &zr[i * dim_out..(i + 1) * dim_out],
+                    &zn[i * fanout * dim_out..(i + 1) * fanout * dim_out],
+                ]
+                .concat()
+            })
+            .collect();
+        let (a_self, a_nbr) = (
+            read(gat.attention_self.val()),
+            read(gat.attention_neighbour.val()),
+        );
+        let head_dim = dim_out / heads;
+        let dot = |a: &[f64], row: usize, key: usize, h: usize| -> f64 {
+            let at = (row * (fanout + 1) + key) * dim_out + h * head_dim;
+            (0..head_dim).map(|c| a[h * head_dim + c] * z[at + c]).sum()
+        };
+        let logit = |row: usize, key: usize, h: usize| {
+            let s = dot(&a_self, row, 0, h) + dot(&a_nbr, row, key, h);
+            (key == 0 || !padding[row * fanout + key - 1]).then_some(if s > 0.0 {
+                s
+            } else {
+                0.2 * s
+            })
+        };
+        let want: Vec<f64> = weighted_sum64(&z, rows, fanout + 1, heads, logit)
+            .into_iter()
+            .map(|x| if x > 0.0 { x } else { x.exp() - 1.0 })
+            .collect();
+        assert_close("GAT", &got, &want, 1e-5, rng.seed);
+    }
+}
