@@ -22,6 +22,8 @@
 mod activation;
 mod attend;
 mod attention;
+#[cfg(test)]
+mod autodiff_lock;
 mod batch;
 pub mod encoders;
 pub mod temporal;

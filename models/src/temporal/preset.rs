@@ -251,6 +251,7 @@ mod tests {
 
     #[test]
     fn presets_build_run_train_every_parameter_and_write_their_memory() {
+        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let mut rng = Rng::new();
         for (name, preset) in TemporalPreset::ALL {
@@ -309,6 +310,7 @@ mod tests {
 
     #[test]
     fn every_preset_fits_a_fixed_batch() {
+        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let mut rng = Rng::new();
         for (name, preset) in TemporalPreset::ALL {
