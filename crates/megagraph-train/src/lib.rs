@@ -38,7 +38,7 @@ pub use error::{Result, TrainError};
 pub use mesh_plan::MeshPlan;
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{
-    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
+    MegaGraphTrainer, NodeClassifier, NodeLearningComponents, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
     SplitSequences,
 };
 pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};

@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use burn::module::{AutodiffModule, Module};
 use burn::optim::AdamWConfig;
@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::checkpoint::{Checkpointer, TrainState};
 use crate::config::{MeshConfig, TrainConfig};
 use crate::data::{NodeBatch, SequenceDataset, SplitRole};
-use crate::engine::{EngineSetup, Mesh, SingleDevice, StepEngine};
+use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::metrics::{EpochMetrics, TrainReport, peak_rss_bytes};
@@ -271,6 +271,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             device: device.clone(),
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),
+            timeout: Duration::from_secs(600),
         };
         // how a step reads the distance rows, so they can be built ahead
         let rows = layout.as_ref().map_or(RowLayout::SINGLE, |layout| RowLayout {
@@ -287,9 +288,9 @@ impl<'a> NodeClassificationTrainer<'a> {
                     layout.micro_batches,
                     layout.stage_layers
                 );
-                Box::new(Mesh::start(layout, model, setup, batch_size)?)
+                Box::new(MeshEngine::start(layout, model, setup, batch_size)?)
             }
-            None => Box::new(SingleDevice::new(model, setup)),
+            None => Box::new(SingleDeviceEngine::new(model, setup)),
         };
 
         let steps_per_epoch = num_sequences.div_ceil(batch_size);
