@@ -29,6 +29,22 @@ pub struct TrainState {
     pub config_fingerprint: String,
 }
 
+impl TrainState {
+    /// The state before the first epoch of a run whose configuration has `config_fingerprint`.
+    pub(crate) fn fresh(config_fingerprint: String) -> Self {
+        Self {
+            epoch: 0,
+            step: 0,
+            best_epoch: 0,
+            best_valid_accuracy: f64::NEG_INFINITY,
+            epochs_without_improvement: 0,
+            train_seconds: 0.0,
+            history: Vec::new(),
+            config_fingerprint,
+        }
+    }
+}
+
 /// Writes and reads checkpoints in a directory.
 ///
 /// Each checkpoint is a directory `epoch-NNNNNN/` holding the model, the best-validation model,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
+use crate::schedule::WarmupCosine;
 
 /// Everything that defines a training run. Read from TOML with [`TrainConfig::from_toml_file`];
 /// every field has a default, so a file only names what it changes (see `configs/train/*.toml`).
@@ -522,6 +523,18 @@ impl TrainConfig {
             self.model.heads.unwrap_or(base.num_heads),
             self.model.hidden.unwrap_or(base.hidden),
         )
+    }
+
+    /// The learning-rate schedule of `[optimizer]` and `training.epochs` for epochs of
+    /// `steps_per_epoch` steps (a burn-train `Learner` gets it from
+    /// [`WarmupCosine::scheduler`]).
+    pub fn schedule(&self, steps_per_epoch: usize) -> WarmupCosine {
+        WarmupCosine {
+            peak: self.optimizer.lr,
+            warmup_steps: self.optimizer.warmup_epochs * steps_per_epoch,
+            total_steps: self.training.epochs * steps_per_epoch,
+            min_ratio: self.optimizer.min_lr_ratio,
+        }
     }
 
     /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`.

@@ -45,5 +45,5 @@ pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};
 pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress};
 pub use progress::PrepareProgress;
-pub use schedule::WarmupCosine;
+pub use schedule::{WarmupCosine, WarmupCosineLr};
 pub use trainer::{NodeClassificationTrainer, Quiet, SplitAccuracy, TrainObserver, TrainOutcome};
