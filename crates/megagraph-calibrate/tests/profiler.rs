@@ -26,7 +26,7 @@ fn tiny() -> ModelShape {
         layers: 2,
         heads: 2,
         hidden: 16,
-        ffn: 16,
+        ffn_hidden: 16,
         feature_dim: 8,
         num_classes: 3,
         distance_buckets: 5,
