@@ -1,5 +1,6 @@
 use std::path::{Path, PathBuf};
 
+use megagraph_graph::SequenceStrategy;
 use megagraph_graph::synthetic::{CsbmConfig, PowerLawConfig};
 use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
@@ -27,16 +28,6 @@ pub struct TrainConfig {
     pub mesh: MeshConfig,
 }
 
-/// How sequences are formed from the graph.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SequenceKind {
-    /// Nodes of a sequence are close in the graph (graph partitioning).
-    Locality,
-    /// Nodes are grouped at random.
-    Random,
-}
-
 /// Where shortest-path distances are measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -60,7 +51,7 @@ pub struct DataConfig {
     /// Nodes per sequence. Default: 256.
     pub seq_len: usize,
     /// How nodes are grouped into sequences. Default: locality.
-    pub sequences: SequenceKind,
+    pub sequences: SequenceStrategy,
     /// Largest exact shortest-path distance; farther pairs share one bucket. Default: 4.
     pub max_distance: u8,
     /// Where distances are measured. Default: graph.
@@ -97,7 +88,7 @@ impl Default for DataConfig {
             split: None,
             symmetrize: true,
             seq_len: 256,
-            sequences: SequenceKind::Locality,
+            sequences: SequenceStrategy::Locality,
             max_distance: 4,
             distance_scope: DistanceKind::Graph,
             max_bfs_arcs: 0,
