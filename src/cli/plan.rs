@@ -17,7 +17,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
 use super::error::{CliError, Result};
-use megagraph_train::write_atomically;
+use megagraph_train::files::write_atomically;
 use megagraph_train::plot::{Chart, Series, SeriesStyle};
 use megagraph_train::{DataConfig, TrainConfig, TrainingConfig};
 

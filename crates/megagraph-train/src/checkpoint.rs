@@ -6,7 +6,8 @@ use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
-use crate::metrics::{EpochMetrics, write_atomically};
+use crate::files::write_atomically;
+use crate::metrics::EpochMetrics;
 
 /// Progress of a run, saved with each checkpoint so `--resume` continues exactly.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
