@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// The model is an embedding stage (input linear `[feature_dim -> hidden]`, in- and out-degree
 /// embeddings `[degree_buckets, hidden]` each, the spatial bias table
 /// `[distance_buckets, heads]` shared by all layers), `layers` pre-LN layers (layer norm, Q/K/V/O
-/// projections `[hidden, hidden]`, layer norm, FFN `[hidden -> ffn -> hidden]`) and a head (final
+/// projections `[hidden, hidden]`, layer norm, FFN `[hidden -> ffn_hidden -> hidden]`) and a head (final
 /// layer norm and a `[hidden -> num_classes]` classifier).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelShape {
@@ -18,8 +18,9 @@ pub struct ModelShape {
     pub heads: usize,
     /// Model width `d`.
     pub hidden: usize,
-    /// Hidden width of the feed-forward network.
-    pub ffn: usize,
+    /// Hidden width of the feed-forward network (`ffn` in JSON).
+    #[serde(rename = "ffn")]
+    pub ffn_hidden: usize,
     /// Width of the node features (input of the input linear).
     pub feature_dim: usize,
     /// Number of output classes.
@@ -83,7 +84,7 @@ impl ModelShape {
             layers: 16,
             heads: 8,
             hidden: 64,
-            ffn: 64,
+            ffn_hidden: 64,
             feature_dim: 100,
             num_classes: 47,
             distance_buckets: 6,
@@ -98,7 +99,7 @@ impl ModelShape {
             ("layers", self.layers),
             ("heads", self.heads),
             ("hidden", self.hidden),
-            ("ffn", self.ffn),
+            ("ffn", self.ffn_hidden),
             ("feature_dim", self.feature_dim),
             ("num_classes", self.num_classes),
             ("distance_buckets", self.distance_buckets),
@@ -138,7 +139,7 @@ impl ModelShape {
     /// Parameters of one transformer layer: two layer norms, Q/K/V/O projections and the FFN, all
     /// with biases.
     pub fn layer_parameters(&self) -> u64 {
-        let (d, f) = (self.hidden as u64, self.ffn as u64);
+        let (d, f) = (self.hidden as u64, self.ffn_hidden as u64);
         2 * 2 * d + 4 * (d * d + d) + (d * f + f) + (f * d + d)
     }
 

@@ -55,18 +55,8 @@ impl ProfileTable {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::ComputeHints;
-    use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile};
+    use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile, h200};
     use crate::workload::ModelShape;
-
-    fn h200() -> ComputeHints {
-        ComputeHints {
-            peak_flops: 4.95e14,
-            memory_bandwidth_bytes_per_second: 4.8e12,
-            efficiency: 0.5,
-            kernel_launch_seconds: 5e-6,
-        }
-    }
 
     #[test]
     fn json_round_trip() {

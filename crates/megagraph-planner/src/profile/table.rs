@@ -50,8 +50,9 @@ pub struct ProfileKey {
     pub heads: usize,
     /// Model width.
     pub hidden: usize,
-    /// FFN width.
-    pub ffn: usize,
+    /// FFN width (`ffn` in JSON).
+    #[serde(rename = "ffn")]
+    pub ffn_hidden: usize,
     /// Node feature width.
     pub feature_dim: usize,
     /// Output classes.
@@ -124,7 +125,7 @@ impl ProfileKey {
             dtype_bytes,
             heads: shape.heads,
             hidden: shape.hidden,
-            ffn: shape.ffn,
+            ffn_hidden: shape.ffn_hidden,
             feature_dim: shape.feature_dim,
             num_classes: shape.num_classes,
             distance_buckets: shape.distance_buckets,
@@ -165,7 +166,7 @@ impl ProfileKey {
             self.dtype_bytes,
             self.heads,
             self.hidden,
-            self.ffn,
+            self.ffn_hidden,
             self.feature_dim,
             self.num_classes,
             self.distance_buckets,
