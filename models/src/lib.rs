@@ -15,12 +15,18 @@
 //!
 //! The model is split into [`GraphTransformer::embed`], the layers and [`GraphTransformer::head`]
 //! so that a pipeline can place the (heavy) embedding stage and any share of layers on a stage.
+//!
+//! The [`temporal`] module holds the temporal GNNs (TGN, JODIE, APAN, TGAT, DySAT): node memory
+//! and mailbox state, memory updaters, temporal embeddings and the link predictor.
 
 mod activation;
 mod attend;
 mod attention;
+#[cfg(test)]
+mod autodiff_lock;
 mod batch;
 pub mod encoders;
+pub mod temporal;
 mod layer;
 mod loss;
 mod materialize;
