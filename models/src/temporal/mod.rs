@@ -7,7 +7,17 @@
 //! [DySAT](DysatEmbedding)), the [edge predictor](EdgePredictor) and the
 //! [model](TemporalModel) that wires them with its presets.
 //!
-//! Everything is tensor-level: samplers and trainers build the inputs.
+//! Everything is tensor-level: samplers and trainers build the inputs. One training step, with
+//! TGL's deferred memory update:
+//!
+//! 1. read the state of every row the batch touches with [`MemoryRows::gather`] and build a
+//!    [`TemporalBatch`] (roots `[src; pos_dst; neg_dst]`, sampled neighbours, features);
+//! 2. [`TemporalModel::forward`] gives the positive and negative logits (BCE with labels 1 and
+//!    0) and the roots' updated memory; back-propagate and step the optimizer;
+//! 3. [`TemporalModel::memory_update`] turns the updated memory into rows and mails, which
+//!    [`MemoryWrite::apply`] writes to the [`NodeMemory`] and [`Mailbox`] (the latest event of
+//!    a node wins);
+//! 4. reset both at the start of each epoch; checkpoints hold their `to_state()`.
 
 mod attention_embedding;
 mod batch;

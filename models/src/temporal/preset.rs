@@ -96,7 +96,8 @@ impl TemporalModelConfig {
     }
 
     /// DySAT (`dysat.yml`): no memory, a GAT per snapshot and self-attention over 3 snapshots.
-    /// Reads node features only: edge features are kept for the configuration's record.
+    /// Reads node inputs only (edge features are kept for the configuration's record): without
+    /// node features, give it learned ones with `with_embedded_nodes`.
     pub fn dysat(dim_node: usize, dim_edge: usize) -> Self {
         Self::new(EmbeddingKind::Dysat)
             .with_dim_node(dim_node)

@@ -1,7 +1,7 @@
 //! Row reads and writes of the temporal state by node id, with "last occurrence wins" writes.
 
 use burn::tensor::IndexingUpdateOp;
-use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
+use burn::tensor::{Int, Tensor, TensorData, backend::Backend};
 
 use super::TemporalStateError;
 
@@ -70,9 +70,8 @@ pub(crate) fn check_shape(
     }
 }
 
-/// `state` with rows `ids` (distinct, in range) replaced by the rows of `values` (dim 0), exactly:
-/// the new rows are scattered into zeros and selected by a row mask, so no arithmetic touches
-/// their values.
+/// `state` with rows `ids` (distinct, in range) replaced by the rows of `values` (dim 0):
+/// one assigning scatter, so the work is that of the written rows, not of the whole state.
 pub(crate) fn overwrite_rows<B: Backend, const D: usize>(
     state: Tensor<B, D>,
     ids: &[usize],
@@ -81,31 +80,6 @@ pub(crate) fn overwrite_rows<B: Backend, const D: usize>(
     if ids.is_empty() {
         return state;
     }
-    let device = state.device();
-    let shape = state.shape();
-    let index = index_tensor::<B>(ids, &device);
-    let scattered = Tensor::zeros(shape.clone(), &device).select_assign(
-        0,
-        index,
-        values,
-        IndexingUpdateOp::Add,
-    );
-    state.mask_where(row_mask::<B, D>(ids, shape.dims::<D>(), &device), scattered)
-}
-
-/// `true` on the rows `ids` of a tensor shaped `dims`, broadcast over the other dimensions.
-pub(crate) fn row_mask<B: Backend, const D: usize>(
-    ids: &[usize],
-    dims: [usize; D],
-    device: &B::Device,
-) -> Tensor<B, D, Bool> {
-    let mut rows = vec![false; dims[0]];
-    for &id in ids {
-        rows[id] = true;
-    }
-    let mut column = [1; D];
-    column[0] = dims[0];
-    Tensor::<B, 1, Bool>::from_data(TensorData::new(rows, [dims[0]]), device)
-        .reshape(column)
-        .expand(dims)
+    let index = index_tensor::<B>(ids, &state.device()).reshape([ids.len(), 1]);
+    state.scatter_nd::<2, D>(index, values, IndexingUpdateOp::Assign)
 }
