@@ -44,6 +44,7 @@ pub use megagraph_layout as layout;
 pub use megagraph_models as models;
 pub use megagraph_parallel as parallel;
 pub use megagraph_planner as planner;
+pub use megagraph_temporal as temporal;
 pub use megagraph_train as train;
 
 mod renderer;

@@ -21,6 +21,9 @@ pub enum CliError {
     /// Configuring, preparing or running training failed.
     #[error(transparent)]
     Train(#[from] TrainError),
+    /// Loading, training or testing a temporal model failed.
+    #[error(transparent)]
+    Temporal(#[from] megagraph_temporal::TemporalTrainError),
     /// Planning failed (bad cluster file, nothing fits, ...).
     #[error(transparent)]
     Plan(#[from] PlanError),

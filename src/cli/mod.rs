@@ -6,6 +6,7 @@ mod nodes;
 mod orchestrator;
 mod plan;
 mod profile;
+mod temporal;
 mod train;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -17,6 +18,7 @@ use nodes::NodeArgs;
 use orchestrator::OrchestratorArgs;
 use plan::PlanArgs;
 use profile::ProfileArgs;
+use temporal::TemporalArgs;
 use train::TrainArgs;
 
 use megagraph_train::ModelConfig;
@@ -93,7 +95,8 @@ fn preset_parser() -> impl TypedValueParser<Value = ModelPreset> {
       megagraph train                                    # the built-in synthetic graph\n  \
       megagraph train --dataset DIR --plot plots         # an OGB-layout dataset, with SVG curves\n  \
       megagraph train --config configs/train/cora.toml   # every option from a file\n  \
-      megagraph plan --cluster configs/clusters/h200-8x-nvlink.toml --preset paper --seq-len 262144\n\n\
+      megagraph plan --cluster configs/clusters/h200-8x-nvlink.toml --preset paper --seq-len 262144\n  \
+      megagraph temporal train --model tgn --dataset ../shared/datasets/temporal/wikipedia\n\n\
       `megagraph <COMMAND> --help` lists a command's options."
 )]
 pub struct Cli {
@@ -121,6 +124,8 @@ pub enum Command {
     /// Run the orchestrator of a multi-node run: the nodes register with it to find each other
     /// (see the README, "Several machines"). Runs until Ctrl-C.
     Orchestrator(OrchestratorArgs),
+    /// Temporal GNNs (TGN, JODIE, APAN, TGAT, DySAT): link prediction on event streams.
+    Temporal(TemporalArgs),
 }
 
 /// Runs a parsed command line.
@@ -135,5 +140,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Plan(args) => plan::plan(&args),
         Command::Profile(args) => profile::profile(&args),
         Command::Orchestrator(args) => orchestrator::orchestrator(&args),
+        Command::Temporal(args) => temporal::temporal(&args),
     }
 }

@@ -88,7 +88,28 @@ impl Checkpointer {
         M: Module<B::InnerBackend>,
         R: Record<B>,
     {
-        let name = format!("epoch-{:06}", state.epoch);
+        self.save_with::<B, M, R, TrainState>(state.epoch, model, best, optimizer, state, |_| Ok(()))
+    }
+
+    /// Saves a checkpoint after `epoch` epochs with a state of any serializable type `S`
+    /// (`state.json`), plus whatever `extra` writes into the checkpoint's directory before it is
+    /// committed (a temporal model's node memory, say). Atomic like [`save`](Self::save).
+    pub fn save_with<B, M, R, S>(
+        &self,
+        epoch: usize,
+        model: &M,
+        best: &M,
+        optimizer: R,
+        state: &S,
+        extra: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()>
+    where
+        B: AutodiffBackend,
+        M: Module<B::InnerBackend>,
+        R: Record<B>,
+        S: Serialize,
+    {
+        let name = format!("epoch-{epoch:06}");
         let final_dir = self.dir.join(&name);
         let tmp_dir = self.dir.join(format!("{name}.tmp"));
         let io = |path: &Path, err: std::io::Error| self.error(path, err);
@@ -106,6 +127,7 @@ impl Checkpointer {
             .map_err(|e| self.error(&tmp_dir.join("best.mpk"), e))?;
         Recorder::<B>::record(&recorder, optimizer, tmp_dir.join("optimizer"))
             .map_err(|e| self.error(&tmp_dir.join("optimizer.mpk"), e))?;
+        extra(&tmp_dir)?;
         let state_json = serde_json::to_vec_pretty(state).map_err(|e| self.error(&tmp_dir, e))?;
         write_atomically(&tmp_dir.join("state.json"), &state_json)?;
         if final_dir.exists() {
@@ -132,6 +154,12 @@ impl Checkpointer {
 
     /// The state of the latest checkpoint, or `None` when the directory has none.
     pub fn latest_state(&self) -> Result<Option<TrainState>> {
+        self.latest_state_as()
+    }
+
+    /// The state of the latest checkpoint written by [`save_with`](Self::save_with) with a
+    /// state of type `S`, or `None` when the directory has none.
+    pub fn latest_state_as<S: serde::de::DeserializeOwned>(&self) -> Result<Option<S>> {
         let Some(dir) = self.latest_dir()? else { return Ok(None) };
         let path = dir.join("state.json");
         let bytes = std::fs::read(&path).map_err(|e| self.error(&path, e))?;
@@ -140,7 +168,9 @@ impl Checkpointer {
             .map_err(|e| self.error(&path, format!("corrupt state: {e}")))
     }
 
-    fn latest_dir(&self) -> Result<Option<PathBuf>> {
+    /// The directory of the latest checkpoint (where [`save_with`](Self::save_with)'s `extra`
+    /// files are), or `None` when there is none.
+    pub fn latest_dir(&self) -> Result<Option<PathBuf>> {
         let pointer = self.dir.join(LATEST);
         match std::fs::read_to_string(&pointer) {
             Ok(name) => {

@@ -17,7 +17,8 @@ pub enum TemporalPreset {
     Tgat,
     /// DySAT: no memory, structural and temporal attention over 3 snapshots.
     Dysat,
-    /// The memoryless baseline: TGN without its memory.
+    /// The memoryless baseline: a static model over node inputs alone (no memory, no
+    /// neighbours, no time).
     None,
 }
 
@@ -105,10 +106,13 @@ impl TemporalModelConfig {
             .with_snapshots(3)
     }
 
-    /// The memoryless baseline: [`tgn`](Self::tgn) without its memory (one layer of temporal
-    /// graph attention over node features, or zeros).
+    /// The memoryless baseline: no memory and no neighbourhood, the edge predictor over the
+    /// (layer-normalized) node inputs alone: a static embedding model, which sees nothing of
+    /// time. Give it learned inputs with `with_embedded_nodes` on featureless data.
     pub fn none(dim_node: usize, dim_edge: usize) -> Self {
-        Self::tgn(dim_node, dim_edge).with_memory_update(None)
+        Self::new(EmbeddingKind::Identity)
+            .with_dim_node(dim_node)
+            .with_dim_edge(dim_edge)
     }
 }
 

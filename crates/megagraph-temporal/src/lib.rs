@@ -1,0 +1,32 @@
+#![warn(missing_docs)]
+//! Temporal GNN training for megagraph: memory-based link prediction (TGN, JODIE, APAN, TGAT,
+//! DySAT) on event streams, with TGL's semantics (github amazon-research/tgl).
+//!
+//! - [`TemporalDataset`]: an event stream from the shared layout, a JODIE or TGL file, or the
+//!   seeded synthetic default, with its chronological split.
+//! - [`TemporalTrainer`]: batches of chronological events, deferred memory updates, early
+//!   stopping on validation AP, atomic checkpoints with the node memory, exact resume.
+//! - [`metrics`]: AP (over a split and per batch), ROC AUC and MRR.
+
+mod config;
+mod curves;
+mod dataset;
+mod error;
+pub mod metrics;
+mod observer;
+mod prepare;
+mod report;
+mod state;
+mod tensors;
+mod trainer;
+
+pub use config::TemporalTrainConfig;
+pub use curves::write_temporal_curves;
+pub use dataset::{TemporalDataset, TemporalSource};
+pub use error::{Result, TemporalTrainError};
+pub use observer::{Quiet, TemporalObserver};
+pub use prepare::{Neighbourhood, PreparedBatch, SampledSnapshots};
+pub use report::{TemporalEpoch, TemporalReport};
+pub use state::{NodeState, NodeStateData};
+pub use tensors::BatchTensors;
+pub use trainer::TemporalTrainer;

@@ -1,0 +1,71 @@
+//! What a temporal training run reports: per-epoch history and test metrics, as JSON.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TemporalTrainError};
+
+/// One training epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TemporalEpoch {
+    /// 1-based epoch number.
+    pub epoch: usize,
+    /// Mean training loss (BCE on positives and negatives).
+    pub loss: f64,
+    /// Validation AP over the whole split (one negative per event).
+    pub valid_ap: f64,
+    /// Validation ROC AUC.
+    pub valid_auc: f64,
+    /// Seconds of training (not evaluation) in this epoch.
+    pub seconds: f64,
+}
+
+/// The outcome of a run. AP is given over the whole split (`test_ap`, the ranking of every
+/// positive against every negative) and as TGL reports it, the mean of per-batch APs
+/// (`test_ap_batch_mean`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TemporalReport {
+    /// Dataset name.
+    pub dataset: String,
+    /// Model preset.
+    pub model: String,
+    /// Nodes in the stream.
+    pub nodes: usize,
+    /// Events in the stream.
+    pub events: usize,
+    /// Test AP over the whole test split, one negative per event.
+    pub test_ap: f64,
+    /// Test AP as the mean of per-batch APs (TGL's figure).
+    pub test_ap_batch_mean: f64,
+    /// Test ROC AUC, one negative per event.
+    pub test_auc: f64,
+    /// Test MRR against `mrr_negatives` negatives per event (`None` when 0).
+    pub test_mrr: Option<f64>,
+    /// Negatives per test event for MRR.
+    pub mrr_negatives: usize,
+    /// Best validation AP.
+    pub best_valid_ap: f64,
+    /// Epoch of the best validation AP (whose parameters and memory were tested).
+    pub best_epoch: usize,
+    /// Epochs trained.
+    pub epochs_run: usize,
+    /// Training events per second of training time.
+    pub events_per_second: f64,
+    /// Seconds of training over all epochs.
+    pub train_seconds: f64,
+    /// Every epoch.
+    pub history: Vec<TemporalEpoch>,
+}
+
+impl TemporalReport {
+    /// Writes the report as pretty JSON, atomically.
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(|err| TemporalTrainError::Report {
+            path: path.to_path_buf(),
+            message: err.to_string(),
+        })?;
+        megagraph_train::files::write_atomically(path, &json)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,472 @@
+//! [`TemporalTrainer`]: link-prediction training of a temporal GNN as TGL does it.
+//!
+//! Batches of chronological events, BCE on each positive and one sampled negative, Adam. The
+//! memory is deferred: a batch reads the memory and mails earlier batches wrote; after the
+//! optimizer step, the batch writes the memory and mail of each node's last event in it. The
+//! memory is reset at every epoch's start and carries from training into validation and test.
+//! The parameters and memory of the epoch with the best validation AP are tested.
+
+use burn::module::AutodiffModule;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::activation::log_sigmoid;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Tensor};
+use megagraph_graph::temporal::{EventDirection, NegativeSampler, TemporalCsr, TemporalSampler};
+use megagraph_models::temporal::{EmbeddingKind, TemporalModel, TemporalModelConfig};
+use megagraph_train::Checkpointer;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+use std::time::Instant;
+
+use crate::config::TemporalTrainConfig;
+use crate::dataset::TemporalDataset;
+use crate::error::{Result, TemporalTrainError};
+use crate::metrics::{LinkScores, mean_reciprocal_rank};
+use crate::observer::TemporalObserver;
+use crate::prepare::{Neighbourhood, PreparedBatch};
+use crate::report::{TemporalEpoch, TemporalReport};
+use crate::state::{NodeState, NodeStateData};
+use crate::tensors::BatchTensors;
+
+/// Trains one temporal model on one dataset on one device.
+#[derive(Debug)]
+pub struct TemporalTrainer<'a> {
+    config: &'a TemporalTrainConfig,
+    data: &'a TemporalDataset,
+    resume: bool,
+}
+
+/// What the run needs besides the model: sampling, negatives, the time origin.
+struct Setup {
+    model: TemporalModelConfig,
+    neighbourhood: Neighbourhood,
+    negatives: NegativeSampler,
+    time_origin: f64,
+}
+
+/// Progress saved with every checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct RunState {
+    epoch: usize,
+    best_epoch: usize,
+    best_valid_ap: Option<f64>,
+    epochs_without_improvement: usize,
+    train_seconds: f64,
+    train_events: usize,
+    history: Vec<TemporalEpoch>,
+    fingerprint: String,
+}
+
+/// Scores of one evaluated split.
+struct Evaluation {
+    scores: LinkScores,
+    mrr: Option<f64>,
+}
+
+/// Which split a batch belongs to, for its random keys.
+#[derive(Clone, Copy)]
+enum Phase {
+    Train(usize),
+    Valid,
+    Test,
+}
+
+impl Phase {
+    /// The negative sampler's epoch key: training negatives change every epoch, evaluation
+    /// negatives never do (so validation APs compare across epochs).
+    fn negative_key(self) -> u64 {
+        match self {
+            Phase::Train(epoch) => epoch as u64,
+            Phase::Valid => u64::MAX - 1,
+            Phase::Test => u64::MAX,
+        }
+    }
+
+    /// The uniform sampler's key of batch `batch`.
+    fn sampler_key(self, batch: usize) -> u64 {
+        (self.negative_key() << 32) ^ batch as u64
+    }
+}
+
+const MEMORY_FILE: &str = "best_memory.bin";
+
+impl<'a> TemporalTrainer<'a> {
+    /// A trainer of `config` on `data`.
+    pub fn new(config: &'a TemporalTrainConfig, data: &'a TemporalDataset) -> Self {
+        Self {
+            config,
+            data,
+            resume: false,
+        }
+    }
+
+    /// Continue from the latest checkpoint in `config.checkpoint_dir` (a directory without one
+    /// starts afresh). The run then equals the uninterrupted one exactly.
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// Trains, then tests the best epoch's parameters and memory.
+    ///
+    /// # Errors
+    ///
+    /// Invalid configuration for these data, unreadable or foreign checkpoints, and
+    /// [`TemporalTrainError::Interrupted`] when `observer` stops the run.
+    pub fn fit<B: AutodiffBackend>(
+        &self,
+        device: &B::Device,
+        observer: &mut dyn TemporalObserver,
+    ) -> Result<TemporalReport> {
+        let setup = self.setup()?;
+        let config = self.config;
+        B::seed(device, config.seed);
+        let initial: TemporalModel<B> = setup.model.init(device);
+        let mut optimizer = AdamConfig::new().init::<B, TemporalModel<B>>();
+        let checkpointer = config.checkpoint_dir.as_ref().map(Checkpointer::new);
+        let mut run = RunState {
+            epoch: 0,
+            best_epoch: 0,
+            best_valid_ap: None,
+            epochs_without_improvement: 0,
+            train_seconds: 0.0,
+            train_events: 0,
+            history: Vec::new(),
+            fingerprint: self.fingerprint(),
+        };
+        let mut model = initial.clone();
+        let mut best = initial.valid();
+        let mut best_state: Option<NodeStateData> = None;
+        if let Some(checkpointer) = checkpointer.as_ref().filter(|_| self.resume) {
+            if let Some(saved) = checkpointer.latest_state_as::<RunState>()? {
+                if saved.fingerprint != run.fingerprint {
+                    return Err(TemporalTrainError::Checkpoint {
+                        path: checkpointer.dir().to_path_buf(),
+                        message: "was written by another configuration or dataset".into(),
+                    });
+                }
+                let (current, saved_best, record) =
+                    checkpointer.load::<B, _, _>(model.valid(), best.clone(), device)?;
+                model = megagraph_parallel::trainable(TemporalModel::<B>::from_inner(current));
+                best = saved_best;
+                optimizer = optimizer.load_record(record);
+                if setup.model.memory_update.is_some() && saved.best_epoch > 0 {
+                    let dir = checkpointer.latest_dir()?.unwrap_or_else(|| checkpointer.dir().to_path_buf());
+                    best_state = Some(NodeStateData::read(&dir.join(MEMORY_FILE))?);
+                }
+                log::info!("resuming after epoch {} from {}", saved.epoch, checkpointer.dir().display());
+                run = saved;
+            } else {
+                log::warn!("no checkpoint in {}: starting afresh", checkpointer.dir().display());
+            }
+        }
+        let stream = &self.data.stream;
+        while run.epoch < config.epochs && (run.epoch == 0 || run.epochs_without_improvement < config.patience) {
+            let epoch = run.epoch + 1;
+            // Dropout draws from the backend's generator: seeding it per epoch makes a resumed
+            // epoch draw what the uninterrupted one drew.
+            B::seed(device, config.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut state = NodeState::<B>::for_model(&setup.model, stream.num_nodes(), device);
+            let started = Instant::now();
+            let (trained, loss) = self.train_epoch(&setup, epoch, model, &mut optimizer, state.as_mut(), device, observer)?;
+            model = trained;
+            let seconds = started.elapsed().as_secs_f64();
+            let current = model.valid();
+            let mut valid_state = state.map(|s| s.to_backend::<B::InnerBackend>(device)).transpose()?;
+            let valid = self.evaluate(&setup, &current, valid_state.as_mut(), Phase::Valid, 1, device, observer)?;
+            let valid_ap = valid.scores.average_precision().unwrap_or(0.0);
+            run.epoch = epoch;
+            run.train_seconds += seconds;
+            run.train_events += self.data.split.train.len();
+            run.history.push(TemporalEpoch {
+                epoch,
+                loss,
+                valid_ap,
+                valid_auc: valid.scores.roc_auc().unwrap_or(0.5),
+                seconds,
+            });
+            if run.best_valid_ap.is_none_or(|best_ap| valid_ap > best_ap) {
+                run.best_valid_ap = Some(valid_ap);
+                run.best_epoch = epoch;
+                run.epochs_without_improvement = 0;
+                best = current.clone();
+                best_state = valid_state.as_ref().map(NodeState::to_data).transpose()?;
+            } else {
+                run.epochs_without_improvement += 1;
+            }
+            if let Some(checkpointer) = &checkpointer {
+                checkpointer.save_with::<B, _, _, _>(epoch, &current, &best, optimizer.to_record(), &run, |dir| {
+                    match &best_state {
+                        Some(data) => data.write(&dir.join(MEMORY_FILE)).map_err(|err| megagraph_train::TrainError::Checkpoint {
+                            path: dir.join(MEMORY_FILE),
+                            message: err.to_string(),
+                        }),
+                        None => Ok(()),
+                    }
+                })?;
+            }
+            if let Some(last) = run.history.last() {
+                observer.epoch_finished(last);
+            }
+        }
+        self.test::<B>(&setup, &best, best_state.as_ref(), &run, device, observer)
+    }
+
+    /// Checks the configuration against the data and builds the samplers.
+    fn setup(&self) -> Result<Setup> {
+        let config = self.config;
+        config.validate()?;
+        let (stream, split) = (&self.data.stream, &self.data.split);
+        if split.train.is_empty() || split.valid.is_empty() || split.test.is_empty() {
+            return Err(TemporalTrainError::InvalidConfig {
+                field: "split",
+                reason: format!(
+                    "leaves a part empty (train {}, valid {}, test {} events)",
+                    split.train.len(),
+                    split.valid.len(),
+                    split.test.len()
+                ),
+            });
+        }
+        let model = config.model_config(stream.num_nodes(), stream.edge_feature_dim());
+        let sampler = config.sampler();
+        let neighbourhood = match model.embedding {
+            EmbeddingKind::Attention => Neighbourhood::Hops(TemporalSampler::new(
+                TemporalCsr::new(stream, EventDirection::Undirected),
+                sampler,
+            )?),
+            EmbeddingKind::Dysat => {
+                let times = stream.time();
+                let train_span = times[split.train.end - 1] - times[split.train.start];
+                let span = config
+                    .snapshot_span
+                    .unwrap_or(if train_span > 0.0 { train_span / 100.0 } else { 1.0 });
+                Neighbourhood::Snapshots {
+                    csr: TemporalCsr::new(stream, EventDirection::Undirected),
+                    count: model.snapshots,
+                    span,
+                    fanout: sampler.fanouts[0],
+                }
+            }
+            EmbeddingKind::Identity | EmbeddingKind::Jodie => Neighbourhood::Roots,
+        };
+        Ok(Setup {
+            model,
+            neighbourhood,
+            negatives: NegativeSampler::new(stream, config.seed)?,
+            time_origin: stream.time().first().copied().unwrap_or(0.0),
+        })
+    }
+
+    /// What a checkpoint must match to be resumed: the configuration (less where checkpoints
+    /// go and how many epochs run) and the data.
+    fn fingerprint(&self) -> String {
+        let config = TemporalTrainConfig {
+            checkpoint_dir: None,
+            epochs: 0,
+            ..self.config.clone()
+        };
+        let stream = &self.data.stream;
+        format!(
+            "{} | {} nodes, {} events, last time {:?} | {}",
+            self.data.name,
+            stream.num_nodes(),
+            stream.len(),
+            stream.time().last(),
+            serde_json::to_string(&config).unwrap_or_default()
+        )
+    }
+
+    /// One training epoch: returns the model and the mean loss.
+    #[allow(clippy::too_many_arguments)]
+    fn train_epoch<B: AutodiffBackend, O: Optimizer<TemporalModel<B>, B>>(
+        &self,
+        setup: &Setup,
+        epoch: usize,
+        mut model: TemporalModel<B>,
+        optimizer: &mut O,
+        mut state: Option<&mut NodeState<B>>,
+        device: &B::Device,
+        observer: &mut dyn TemporalObserver,
+    ) -> Result<(TemporalModel<B>, f64)> {
+        let batches = batches(self.data.split.train.clone(), self.config.batch_size);
+        observer.epoch_started(epoch, batches.len());
+        let tensors = self.tensors::<B>(setup, device);
+        let phase = Phase::Train(epoch);
+        let mut loss_sum = 0.0;
+        for (index, events) in batches.iter().enumerate() {
+            let prepared = self.prepare(setup, phase, index, events.clone(), 1)?;
+            let input = tensors.batch(&prepared, &model, state.as_deref())?;
+            let output = model.forward(input);
+            let write = match (output.memory, state.is_some()) {
+                (Some(memory), true) => {
+                    let (time, edge_feat) = tensors.events(&prepared);
+                    Some(model.memory_update(memory.detach(), time, edge_feat))
+                }
+                _ => None,
+            };
+            let loss = bce(output.positive, output.negative);
+            let value: f64 = loss.clone().into_scalar().elem();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optimizer.step(self.config.learning_rate, model, grads);
+            if let (Some(write), Some(state)) = (write, state.as_deref_mut()) {
+                let (src, dst) = endpoints(self, &prepared);
+                write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
+            }
+            loss_sum += value;
+            observer.batch_finished(value);
+            if observer.should_stop() {
+                return Err(TemporalTrainError::Interrupted { epoch: epoch - 1 });
+            }
+        }
+        Ok((model, loss_sum / batches.len().max(1) as f64))
+    }
+
+    /// Scores the events of `phase`'s split with `negatives` negatives each (the first one for
+    /// AP and AUC, all of them for MRR), writing memory as training does.
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate<B: Backend>(
+        &self,
+        setup: &Setup,
+        model: &TemporalModel<B>,
+        mut state: Option<&mut NodeState<B>>,
+        phase: Phase,
+        negatives: usize,
+        device: &B::Device,
+        observer: &mut dyn TemporalObserver,
+    ) -> Result<Evaluation> {
+        let (range, name) = match phase {
+            Phase::Test => (self.data.split.test.clone(), "test"),
+            _ => (self.data.split.valid.clone(), "valid"),
+        };
+        let batches = batches(range, self.config.batch_size);
+        observer.evaluation_started(name, batches.len());
+        let tensors = self.tensors::<B>(setup, device);
+        let (mut scores, mut reciprocal_sum, mut scored) = (LinkScores::default(), 0.0, 0usize);
+        for (index, events) in batches.iter().enumerate() {
+            let prepared = self.prepare(setup, phase, index, events.clone(), negatives)?;
+            let input = tensors.batch(&prepared, model, state.as_deref())?;
+            let output = model.forward(input);
+            let positive: Vec<f32> = output.positive.into_data().iter::<f32>().collect();
+            let negative: Vec<f32> = output.negative.into_data().iter::<f32>().collect();
+            let first: Vec<f32> = negative.chunks(negatives).map(|row| row[0]).collect();
+            scores.push_batch(&positive, &first);
+            if let Some(mrr) = mean_reciprocal_rank(&positive, &negative, negatives) {
+                reciprocal_sum += mrr * positive.len() as f64;
+                scored += positive.len();
+            }
+            if let (Some(memory), Some(state)) = (output.memory, state.as_deref_mut()) {
+                let (time, edge_feat) = tensors.events(&prepared);
+                let (src, dst) = endpoints(self, &prepared);
+                model
+                    .memory_update(memory, time, edge_feat)
+                    .apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
+            }
+            observer.evaluation_batch_finished();
+        }
+        Ok(Evaluation {
+            scores,
+            mrr: (scored > 0).then(|| reciprocal_sum / scored as f64),
+        })
+    }
+
+    /// Tests `best` from the memory it left after its validation.
+    fn test<B: AutodiffBackend>(
+        &self,
+        setup: &Setup,
+        best: &TemporalModel<B::InnerBackend>,
+        best_state: Option<&NodeStateData>,
+        run: &RunState,
+        device: &B::Device,
+        observer: &mut dyn TemporalObserver,
+    ) -> Result<TemporalReport> {
+        let mut state = match best_state {
+            Some(data) => Some(NodeState::<B::InnerBackend>::from_data(data, device)?),
+            None => NodeState::for_model(&setup.model, self.data.stream.num_nodes(), device),
+        };
+        let negatives = self.config.mrr_negatives.max(1);
+        let test = self.evaluate(&setup, best, state.as_mut(), Phase::Test, negatives, device, observer)?;
+        let stream = &self.data.stream;
+        Ok(TemporalReport {
+            dataset: self.data.name.clone(),
+            model: self.config.model.name().to_string(),
+            nodes: stream.num_nodes(),
+            events: stream.len(),
+            test_ap: test.scores.average_precision().unwrap_or(0.0),
+            test_ap_batch_mean: test.scores.batch_mean_average_precision().unwrap_or(0.0),
+            test_auc: test.scores.roc_auc().unwrap_or(0.5),
+            test_mrr: test.mrr.filter(|_| self.config.mrr_negatives > 0),
+            mrr_negatives: self.config.mrr_negatives,
+            best_valid_ap: run.best_valid_ap.unwrap_or(0.0),
+            best_epoch: run.best_epoch,
+            epochs_run: run.epoch,
+            events_per_second: if run.train_seconds > 0.0 {
+                run.train_events as f64 / run.train_seconds
+            } else {
+                0.0
+            },
+            train_seconds: run.train_seconds,
+            history: run.history.clone(),
+        })
+    }
+
+    fn tensors<'s, B: Backend>(&'s self, setup: &Setup, device: &'s B::Device) -> BatchTensors<'s, B> {
+        BatchTensors {
+            stream: &self.data.stream,
+            time_origin: setup.time_origin,
+            device,
+        }
+    }
+
+    fn prepare(
+        &self,
+        setup: &Setup,
+        phase: Phase,
+        index: usize,
+        events: Range<usize>,
+        negatives: usize,
+    ) -> Result<PreparedBatch> {
+        let drawn = setup
+            .negatives
+            .sample(phase.negative_key(), index as u64, events.len(), negatives);
+        setup.neighbourhood.prepare(
+            &self.data.stream,
+            events,
+            &drawn,
+            negatives,
+            phase.sampler_key(index),
+        )
+    }
+}
+
+/// The sources and destinations of a prepared batch's events, as memory row ids.
+fn endpoints(trainer: &TemporalTrainer<'_>, batch: &PreparedBatch) -> (Vec<usize>, Vec<usize>) {
+    let stream = &trainer.data.stream;
+    let ids = |column: &[u32]| column[batch.events.clone()].iter().map(|&id| id as usize).collect();
+    (ids(stream.src()), ids(stream.dst()))
+}
+
+/// Consecutive ranges of at most `size` events covering `range`.
+fn batches(range: Range<usize>, size: usize) -> Vec<Range<usize>> {
+    range
+        .clone()
+        .step_by(size.max(1))
+        .map(|start| start..(start + size).min(range.end))
+        .collect()
+}
+
+/// Binary cross-entropy with logits: positives labelled 1, negatives 0, each averaged (TGL).
+fn bce<B: Backend>(positive: Tensor<B, 1>, negative: Tensor<B, 2>) -> Tensor<B, 1> {
+    -(log_sigmoid(positive).mean() + log_sigmoid(-negative).mean())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_cover_the_range_in_order() {
+        assert_eq!(batches(3..10, 3), vec![3..6, 6..9, 9..10]);
+        assert_eq!(batches(0..0, 3), Vec::<Range<usize>>::new());
+    }
+}

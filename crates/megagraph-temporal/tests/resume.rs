@@ -1,0 +1,108 @@
+//! A run stopped mid-epoch and resumed from its last checkpoint equals the uninterrupted run.
+
+use burn::backend::{Autodiff, Flex};
+use megagraph_graph::temporal::{InteractionConfig, SplitFractions};
+use megagraph_models::temporal::TemporalPreset;
+use megagraph_temporal::{
+    Quiet, TemporalDataset, TemporalObserver, TemporalReport, TemporalSource, TemporalTrainConfig,
+    TemporalTrainError, TemporalTrainer,
+};
+
+type B = Autodiff<Flex>;
+
+/// The backend's random generator (parameters, dropout) is one per process: tests that compare
+/// seeded runs take turns.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn seeded() -> std::sync::MutexGuard<'static, ()> {
+    SEEDED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Stops the run after `after` training batches (counted over all epochs).
+struct StopAfter {
+    after: usize,
+    seen: usize,
+}
+
+impl TemporalObserver for StopAfter {
+    fn batch_finished(&mut self, _loss: f64) {
+        self.seen += 1;
+    }
+
+    fn should_stop(&mut self) -> bool {
+        self.seen >= self.after
+    }
+}
+
+fn data() -> TemporalDataset {
+    let source = TemporalSource::Synthetic(InteractionConfig {
+        num_events: 1_500,
+        ..InteractionConfig::small()
+    });
+    TemporalDataset::load(&source, SplitFractions::default()).unwrap_or_else(|err| panic!("{err}"))
+}
+
+fn config(model: TemporalPreset, dir: &std::path::Path) -> TemporalTrainConfig {
+    TemporalTrainConfig {
+        model,
+        batch_size: 150,
+        epochs: 3,
+        patience: 3,
+        learning_rate: 1e-3,
+        dim: 8,
+        mrr_negatives: 4,
+        seed: 11,
+        checkpoint_dir: Some(dir.to_path_buf()),
+        ..TemporalTrainConfig::default()
+    }
+}
+
+/// Everything but wall-clock figures.
+fn outcome(report: &TemporalReport) -> (Vec<(f64, f64, f64)>, f64, f64, Option<f64>, usize) {
+    let history = report.history.iter().map(|e| (e.loss, e.valid_ap, e.valid_auc)).collect();
+    (history, report.test_ap, report.test_auc, report.test_mrr, report.best_epoch)
+}
+
+#[test]
+fn a_run_killed_mid_epoch_and_resumed_equals_the_uninterrupted_run() {
+    let _turn = seeded();
+    let data = data();
+    let device = Default::default();
+    // 7 training batches per epoch: stop in the middle of the second epoch
+    for model in [TemporalPreset::Tgn, TemporalPreset::Apan] {
+        let whole_dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let whole = TemporalTrainer::new(&config(model, whole_dir.path()), &data)
+            .fit::<B>(&device, &mut Quiet)
+            .unwrap_or_else(|err| panic!("{err}"));
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let config = config(model, dir.path());
+        match TemporalTrainer::new(&config, &data).fit::<B>(&device, &mut StopAfter { after: 10, seen: 0 }) {
+            Err(TemporalTrainError::Interrupted { epoch }) => assert_eq!(epoch, 1),
+            other => panic!("{model:?}: the run should stop in epoch 2: {other:?}"),
+        }
+        let resumed = TemporalTrainer::new(&config, &data)
+            .with_resume(true)
+            .fit::<B>(&device, &mut Quiet)
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(resumed.history.len(), 3, "{model:?}");
+        assert_eq!(outcome(&resumed), outcome(&whole), "{model:?}");
+    }
+}
+
+#[test]
+fn a_checkpoint_of_another_configuration_is_refused() {
+    let _turn = seeded();
+    let data = data();
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let mut config = config(TemporalPreset::Jodie, dir.path());
+    config.epochs = 1;
+    TemporalTrainer::new(&config, &data)
+        .fit::<B>(&Default::default(), &mut Quiet)
+        .unwrap_or_else(|err| panic!("{err}"));
+    config.dim = 4;
+    let err = TemporalTrainer::new(&config, &data)
+        .with_resume(true)
+        .fit::<B>(&Default::default(), &mut Quiet)
+        .expect_err("another width cannot resume this checkpoint");
+    assert!(matches!(err, TemporalTrainError::Checkpoint { .. }), "{err}");
+}

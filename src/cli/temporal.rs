@@ -1,0 +1,254 @@
+//! `megagraph temporal`: temporal GNNs (TGN, JODIE, APAN, TGAT, DySAT) for link prediction.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, Flex};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Subcommand};
+use indicatif::ProgressBar;
+use megagraph_graph::temporal::InteractionConfig;
+use megagraph_models::temporal::TemporalPreset;
+use megagraph_temporal::{
+    TemporalDataset, TemporalEpoch, TemporalObserver, TemporalReport, TemporalSource, TemporalTrainConfig,
+    TemporalTrainer, write_temporal_curves,
+};
+
+use super::error::{CliError, Result};
+use super::progress_bar;
+
+/// `megagraph temporal <COMMAND>`.
+#[derive(Debug, Args)]
+pub struct TemporalArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: TemporalCommand,
+}
+
+/// The temporal subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TemporalCommand {
+    /// Train a temporal GNN for link prediction (TGL's protocol) and report test AP, AUC and MRR.
+    ///
+    /// With no data flag it trains on the built-in synthetic user-item stream.
+    Train(Box<TemporalTrainArgs>),
+}
+
+/// `megagraph temporal train`.
+#[derive(Debug, Args)]
+pub struct TemporalTrainArgs {
+    /// The model.
+    #[arg(long, value_name = "NAME", default_value = "tgn", value_parser = temporal_preset_parser())]
+    pub model: TemporalPreset,
+    /// A dataset directory in the shared temporal layout (edges.csv.gz + meta.json).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["jodie", "tgl"])]
+    pub dataset: Option<PathBuf>,
+    /// A JODIE raw CSV (user_id,item_id,timestamp,state_label,features...).
+    #[arg(long, value_name = "FILE", conflicts_with = "tgl")]
+    pub jodie: Option<PathBuf>,
+    /// A TGL edges.csv (,src,dst,time,ext_roll).
+    #[arg(long, value_name = "FILE")]
+    pub tgl: Option<PathBuf>,
+    /// Edge features of --tgl: one row of floats per event.
+    #[arg(long, value_name = "FILE", requires = "tgl")]
+    pub tgl_features: Option<PathBuf>,
+    /// Events in the synthetic stream (without a data flag).
+    #[arg(long, value_name = "N")]
+    pub synthetic_events: Option<usize>,
+    /// Events per batch.
+    #[arg(long, value_name = "N", default_value_t = 600)]
+    pub batch_size: usize,
+    /// Training epochs at most.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub epochs: usize,
+    /// Epochs without a better validation AP before stopping.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub patience: usize,
+    /// Adam's learning rate.
+    #[arg(long, value_name = "LR", default_value_t = 1e-4)]
+    pub lr: f64,
+    /// Width of memory, time encodings and embeddings.
+    #[arg(long, value_name = "D", default_value_t = 100)]
+    pub dim: usize,
+    /// Dropout.
+    #[arg(long, value_name = "P", default_value_t = 0.1)]
+    pub dropout: f64,
+    /// Negatives per test event for MRR (0: no MRR).
+    #[arg(long, value_name = "K", default_value_t = 49)]
+    pub mrr_negatives: usize,
+    /// Seed of parameters, dropout, negatives and sampling.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Write a checkpoint (parameters, optimizer, best memory) after every epoch.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue from the latest checkpoint in --checkpoint-dir.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub resume: bool,
+    /// Write the metrics as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_out: Option<PathBuf>,
+    /// Write loss.svg and ap.svg into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// `--model`: one of [`TemporalPreset::ALL`] by name.
+fn temporal_preset_parser() -> impl TypedValueParser<Value = TemporalPreset> {
+    PossibleValuesParser::new(TemporalPreset::ALL.map(|(name, _)| name))
+        // the names were checked against the same list
+        .map(|name| TemporalPreset::from_name(&name).unwrap_or(TemporalPreset::Tgn))
+}
+
+impl TemporalTrainArgs {
+    fn source(&self) -> Result<TemporalSource> {
+        if self.synthetic_events.is_some() && (self.dataset.is_some() || self.jodie.is_some() || self.tgl.is_some()) {
+            return Err(CliError::flag("synthetic-events", "only applies without --dataset, --jodie or --tgl"));
+        }
+        Ok(if let Some(dir) = &self.dataset {
+            TemporalSource::Dir(dir.clone())
+        } else if let Some(file) = &self.jodie {
+            TemporalSource::Jodie(file.clone())
+        } else if let Some(edges) = &self.tgl {
+            TemporalSource::Tgl {
+                edges: edges.clone(),
+                features: self.tgl_features.clone(),
+            }
+        } else {
+            let defaults = InteractionConfig::default();
+            TemporalSource::Synthetic(InteractionConfig {
+                num_events: self.synthetic_events.unwrap_or(defaults.num_events),
+                ..defaults
+            })
+        })
+    }
+
+    fn config(&self) -> TemporalTrainConfig {
+        TemporalTrainConfig {
+            model: self.model,
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            patience: self.patience,
+            learning_rate: self.lr,
+            seed: self.seed,
+            dim: self.dim,
+            dropout: self.dropout,
+            mrr_negatives: self.mrr_negatives,
+            checkpoint_dir: self.checkpoint_dir.clone(),
+            ..TemporalTrainConfig::default()
+        }
+    }
+}
+
+/// Runs `megagraph temporal ...`.
+pub fn temporal(args: &TemporalArgs) -> Result<()> {
+    match &args.command {
+        TemporalCommand::Train(args) => train(args),
+    }
+}
+
+fn train(args: &TemporalTrainArgs) -> Result<()> {
+    let config = args.config();
+    let data = TemporalDataset::load(&args.source()?, config.split)?;
+    eprintln!(
+        "{}: {} nodes, {} events (train {}, valid {}, test {}); model {}",
+        data.name,
+        data.stream.num_nodes(),
+        data.stream.len(),
+        data.split.train.len(),
+        data.split.valid.len(),
+        data.split.test.len(),
+        config.model.name()
+    );
+    let report = TemporalTrainer::new(&config, &data)
+        .with_resume(args.resume)
+        .fit::<Autodiff<Flex>>(&Default::default(), &mut Bars::new())?;
+    print_report(&report);
+    if let Some(path) = &args.metrics_out {
+        report.write_json(path)?;
+    }
+    if let Some(dir) = &args.plot {
+        write_temporal_curves(&report, dir)?;
+    }
+    Ok(())
+}
+
+fn print_report(report: &TemporalReport) {
+    println!("model      {} on {}", report.model, report.dataset);
+    println!(
+        "test       AP {:.4} (batch mean {:.4})  AUC {:.4}  MRR {}",
+        report.test_ap,
+        report.test_ap_batch_mean,
+        report.test_auc,
+        report
+            .test_mrr
+            .map_or_else(|| "-".to_string(), |mrr| format!("{mrr:.4} ({} negatives)", report.mrr_negatives))
+    );
+    println!(
+        "valid      best AP {:.4} at epoch {} of {}",
+        report.best_valid_ap, report.best_epoch, report.epochs_run
+    );
+    println!(
+        "speed      {:.0} training events/s ({:.1} s of training)",
+        report.events_per_second, report.train_seconds
+    );
+}
+
+/// A bar per epoch and evaluation on a terminal, one line per epoch otherwise.
+struct Bars {
+    bar: Option<ProgressBar>,
+    terminal: bool,
+}
+
+impl Bars {
+    fn new() -> Self {
+        Self {
+            bar: None,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn start(&mut self, prefix: String, batches: usize) {
+        if self.terminal {
+            let bar = progress_bar(batches, "{prefix:>12} [{bar:30}] {pos}/{len} batches {msg}");
+            bar.set_prefix(prefix);
+            self.bar = Some(bar);
+        }
+    }
+}
+
+impl TemporalObserver for Bars {
+    fn epoch_started(&mut self, epoch: usize, batches: usize) {
+        self.start(format!("epoch {epoch}"), batches);
+    }
+
+    fn batch_finished(&mut self, loss: f64) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("loss {loss:.4}"));
+            bar.inc(1);
+        }
+    }
+
+    fn evaluation_started(&mut self, split: &'static str, batches: usize) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        self.start(split.to_string(), batches);
+    }
+
+    fn evaluation_batch_finished(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+    }
+
+    fn epoch_finished(&mut self, e: &TemporalEpoch) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        eprintln!(
+            "epoch {:>3}  loss {:.4}  valid AP {:.4}  AUC {:.4}  {:.1}s",
+            e.epoch, e.loss, e.valid_ap, e.valid_auc, e.seconds
+        );
+    }
+}
