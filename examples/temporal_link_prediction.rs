@@ -5,35 +5,46 @@
 //! cargo run --release --example temporal_link_prediction -- [--model tgn] [--dataset DIR] [--epochs 3]
 //! ```
 
+use std::path::PathBuf;
+
 use burn::backend::{Autodiff, Flex};
+use clap::Parser;
 use megagraph::graph::temporal::{InteractionConfig, SplitFractions};
 use megagraph::models::temporal::TemporalPreset;
 use megagraph::temporal::{Quiet, TemporalDataset, TemporalSource, TemporalTrainConfig, TemporalTrainer};
 
+/// Train a temporal GNN for link prediction and print its test metrics.
+#[derive(Parser)]
+struct Args {
+    /// The model: tgn, jodie, apan, tgat, dysat or none.
+    #[arg(long, default_value = "tgn")]
+    model: String,
+    /// A dataset in the shared temporal layout (default: 10,000 synthetic events).
+    #[arg(long, value_name = "DIR")]
+    dataset: Option<PathBuf>,
+    /// Training epochs.
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut config = TemporalTrainConfig {
-        epochs: 3,
+    let args = Args::parse();
+    let model = TemporalPreset::from_name(&args.model).ok_or_else(|| format!("unknown model {}", args.model))?;
+    let config = TemporalTrainConfig {
+        model,
+        epochs: args.epochs,
         learning_rate: 1e-3,
         dim: 32,
         batch_size: 200,
         ..TemporalTrainConfig::default()
     };
-    let mut source = TemporalSource::Synthetic(InteractionConfig {
-        num_events: 10_000,
-        ..InteractionConfig::default()
-    });
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--model" => {
-                config.model = TemporalPreset::from_name(&value).ok_or_else(|| format!("unknown model {value}"))?
-            }
-            "--dataset" => source = TemporalSource::Dir(value.into()),
-            "--epochs" => config.epochs = value.parse()?,
-            other => return Err(format!("unknown flag {other}").into()),
-        }
-    }
+    let source = match args.dataset {
+        Some(dir) => TemporalSource::Dir(dir),
+        None => TemporalSource::Synthetic(InteractionConfig {
+            num_events: 10_000,
+            ..InteractionConfig::default()
+        }),
+    };
     let data = TemporalDataset::load(&source, SplitFractions::default())?;
     let report = TemporalTrainer::new(&config, &data).fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)?;
     println!(
