@@ -24,7 +24,7 @@ use megagraph::ProgressRenderer;
 use megagraph::parallel::ParallelConfig;
 use megagraph::train::burn_train::metric::store::{Aggregate, Direction, Split};
 use megagraph::train::burn_train::metric::{AccuracyMetric, LossMetric};
-use megagraph::train::burn_train::{Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
+use megagraph::train::burn_train::{MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
 use megagraph::train::{
     MegaGraphTrainer, NodeClassifier, SequenceBatch, SequenceBatcher, SplitRole, SplitSequences,
     TrainConfig, prepare,
@@ -88,11 +88,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model_config = config.model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
     let steps = args.epochs * SplitSequences::new(data.clone(), SplitRole::Train).indices().len().div_ceil(args.batch_size);
     let optimizer = AdamWConfig::new().with_weight_decay(5e-3);
-    let learner = Learner::new(
-        NodeClassifier::<B>::init(&model_config, &device),
-        optimizer.init(),
-        CosineAnnealingLrSchedulerConfig::new(2e-3, steps.max(1)).init()?,
-    );
 
     // megagraph's strategy: one device, or the mesh given on the command line.
     let trainer = if args.pp * args.cp * args.dp == 1 {
@@ -101,11 +96,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mesh = ParallelConfig::uniform(args.pp, args.cp, args.dp, 1, model_config.num_layers)?;
         println!("training on the mesh {mesh:?} ({} worker threads)", args.pp * args.cp * args.dp);
         // the ranks' optimizer state is checkpointed next to Burn's checkpoints
-        MegaGraphTrainer::<B>::parallel(mesh, vec![device])
-            .with_optimizer(optimizer)
-            .with_optimizer_checkpoints(args.artifacts.join("mesh"))
-    };
+        MegaGraphTrainer::<B>::parallel(mesh, vec![device]).with_optimizer_checkpoints(args.artifacts.join("mesh"))
+    }
+    .with_optimizer(optimizer);
     trainer.check(&model_config, config.data.seq_len, args.batch_size)?;
+    // the learner holds the trainer's optimizer, the one every rank of a mesh runs
+    let learner = trainer.learner(
+        NodeClassifier::<B>::init(&model_config, &device),
+        CosineAnnealingLrSchedulerConfig::new(2e-3, steps.max(1)).init()?,
+    );
 
     // Burn's training loop with its metrics, checkpointer and early stopping.
     let result = SupervisedTraining::new(&args.artifacts, train, valid)

@@ -15,7 +15,7 @@ pub struct GraphTransformerLayerConfig {
     /// Number of attention heads.
     pub num_heads: usize,
     /// Hidden width of the feed-forward network.
-    pub d_ffn: usize,
+    pub ffn_hidden: usize,
     /// Dropout after attention and after the feed-forward network. Default: 0.1.
     #[config(default = 0.1)]
     pub dropout: f64,
@@ -34,9 +34,9 @@ pub struct GraphTransformerLayer<B: Backend> {
     pub attention: GraphAttention<B>,
     /// Norm before the feed-forward network.
     pub ffn_norm: LayerNorm<B>,
-    /// First FFN projection, `d_model → d_ffn`.
+    /// First FFN projection, `d_model → ffn_hidden`.
     pub ffn_in: Linear<B>,
-    /// Second FFN projection, `d_ffn → d_model`.
+    /// Second FFN projection, `ffn_hidden → d_model`.
     pub ffn_out: Linear<B>,
     /// FFN activation (GELU with the exact derivative on every backend).
     pub activation: ExactGelu,
@@ -53,8 +53,8 @@ impl GraphTransformerLayerConfig {
                 .with_block_size(self.block_size)
                 .init(device),
             ffn_norm: LayerNormConfig::new(self.d_model).init(device),
-            ffn_in: LinearConfig::new(self.d_model, self.d_ffn).init(device),
-            ffn_out: LinearConfig::new(self.d_ffn, self.d_model).init(device),
+            ffn_in: LinearConfig::new(self.d_model, self.ffn_hidden).init(device),
+            ffn_out: LinearConfig::new(self.ffn_hidden, self.d_model).init(device),
             activation: ExactGelu::new(),
             dropout: DropoutConfig::new(self.dropout).init(),
         }

@@ -71,38 +71,19 @@ mod tests {
         Flags::try_parse_from(std::iter::once("test").chain(args.iter().copied()))
     }
 
+    /// The node flags of node `rank` of 2 with these addresses, then `extra` flags.
+    fn node_of_two(rank: &str, orchestrator: &str, address: &str, extra: &[&str]) -> Flags {
+        let flags = ["--nodes", "2", "--node-rank", rank, "--orchestrator", orchestrator, "--node-address", address];
+        parse(&[&flags[..], extra].concat()).unwrap()
+    }
+
     #[test]
     fn builds_the_node_config() {
-        let flags = parse(&[
-            "--nodes",
-            "2",
-            "--node-rank",
-            "1",
-            "--orchestrator",
-            "10.0.0.1:4000",
-            "--node-address",
-            "10.0.0.2:4001",
-        ])
-        .unwrap();
+        let flags = node_of_two("1", "10.0.0.1:4000", "10.0.0.2:4001", &[]);
         let config = flags.nodes.to_node_config().unwrap().unwrap();
-        assert_eq!(
-            config,
-            NodeConfig::new(2, 1, "10.0.0.1:4000", "10.0.0.2:4001").unwrap()
-        );
+        assert_eq!(config, NodeConfig::new(2, 1, "10.0.0.1:4000", "10.0.0.2:4001").unwrap());
         assert_eq!(config.data_port, 4001);
-        let flags = parse(&[
-            "--nodes",
-            "2",
-            "--node-rank",
-            "0",
-            "--orchestrator",
-            "a:1",
-            "--node-address",
-            "b:2",
-            "--data-port",
-            "5000",
-        ])
-        .unwrap();
+        let flags = node_of_two("0", "a:1", "b:2", &["--data-port", "5000"]);
         let config = flags.nodes.to_node_config().unwrap().unwrap();
         assert_eq!(config.data_port, 5000);
         assert_eq!(parse(&[]).unwrap().nodes.to_node_config().unwrap(), None);
@@ -112,43 +93,12 @@ mod tests {
     fn refuses_incomplete_or_bad_flags() {
         assert!(parse(&["--nodes", "2"]).is_err());
         assert!(parse(&["--node-rank", "0"]).is_err());
-        let flags = parse(&[
-            "--nodes",
-            "2",
-            "--node-rank",
-            "2",
-            "--orchestrator",
-            "a:1",
-            "--node-address",
-            "b:2",
-        ])
-        .unwrap();
-        let error = flags.nodes.to_node_config().unwrap_err();
+        let error = node_of_two("2", "a:1", "b:2", &[]).nodes.to_node_config().unwrap_err();
         assert!(
-            matches!(
-                error,
-                CliError::Nodes(NodeError::RankOutOfRange {
-                    node_rank: 2,
-                    num_nodes: 2
-                })
-            ),
+            matches!(error, CliError::Nodes(NodeError::RankOutOfRange { node_rank: 2, num_nodes: 2 })),
             "{error}"
         );
-        let flags = parse(&[
-            "--nodes",
-            "2",
-            "--node-rank",
-            "0",
-            "--orchestrator",
-            "a",
-            "--node-address",
-            "b:2",
-        ])
-        .unwrap();
-        let error = flags.nodes.to_node_config().unwrap_err().to_string();
-        assert!(
-            error.contains("orchestrator") && error.contains("no port"),
-            "{error}"
-        );
+        let error = node_of_two("0", "a", "b:2", &[]).nodes.to_node_config().unwrap_err().to_string();
+        assert!(error.contains("orchestrator") && error.contains("no port"), "{error}");
     }
 }

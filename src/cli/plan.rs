@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use megagraph_calibrate::{
-    InTurn, MemoryMeter, ValidationOptions, ValidationProgress, ValidationReport, model_shape,
-    validate_plans_in_turn,
+    InTurn, MemoryMeter, PlansToValidate, ValidationOptions, ValidationProgress, ValidationReport,
+    model_shape, validate_plans_in_turn,
 };
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
@@ -17,7 +17,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
 use super::error::{CliError, Result};
-use megagraph_train::write_atomically;
+use megagraph_train::files::write_atomically;
 use megagraph_train::plot::{Chart, Series, SeriesStyle};
 use megagraph_train::{DataConfig, TrainConfig, TrainingConfig};
 
@@ -304,16 +304,13 @@ impl BackendJob for ValidateJob<'_> {
                 }
             }
         };
-        let report = validate_plans_in_turn::<B>(
-            self.shape,
-            self.workload,
-            self.plans,
-            &devices[0],
-            meter,
+        let run = PlansToValidate {
+            shape: self.shape,
+            workload: self.workload,
+            plans: self.plans,
             options,
-            self.in_turn,
-            &mut progress,
-        );
+        };
+        let report = validate_plans_in_turn::<B>(run, &devices[0], meter, self.in_turn, &mut progress);
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }

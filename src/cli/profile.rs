@@ -15,7 +15,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
 use super::progress_bar;
 use super::error::{CliError, Result};
-use megagraph_train::write_atomically;
+use megagraph_train::files::write_atomically;
 
 /// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
 /// measured`).

@@ -9,7 +9,8 @@ use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::{ModelShapeArgs, progress_bar};
-use megagraph_train::{DistanceKind, MeshPlan, SequenceKind, TrainConfig};
+use megagraph_graph::SequenceStrategy;
+use megagraph_train::{DistanceKind, MeshPlan, TrainConfig};
 use megagraph_train::write_training_curves;
 use super::error::Result;
 use megagraph_train::{EpochMetrics, TrainReport};
@@ -50,8 +51,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "S")]
     pub seq_len: Option<usize>,
     /// How nodes are grouped into sequences.
-    #[arg(long, value_enum)]
-    pub sequences: Option<SequenceArg>,
+    #[arg(long, value_parser = sequence_strategy())]
+    pub sequences: Option<SequenceStrategy>,
     /// Largest exact shortest-path distance (farther pairs share one bucket).
     #[arg(long, value_name = "K")]
     pub max_distance: Option<u8>,
@@ -167,13 +168,17 @@ pub struct TrainArgs {
     pub no_cache: bool,
 }
 
-/// `--sequences` values.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum SequenceArg {
-    /// Nodes close in the graph share a sequence (graph partitioning).
-    Locality,
-    /// Random groups.
-    Random,
+/// `--sequences` values: each [`SequenceStrategy`] by its config-file name.
+fn sequence_strategy() -> impl clap::builder::TypedValueParser<Value = SequenceStrategy> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new([
+        PossibleValue::new("locality").help("Nodes close in the graph share a sequence (graph partitioning)"),
+        PossibleValue::new("random").help("Random groups"),
+    ])
+    .map(|name| match name.as_str() {
+        "random" => SequenceStrategy::Random,
+        _ => SequenceStrategy::Locality,
+    })
 }
 
 /// `--distance-scope` values.
@@ -223,12 +228,7 @@ impl TrainArgs {
             // a GPU step leaves the CPU idle: build the next batches' rows meanwhile
             c.data.prefetch_batches = Some(if self.backend.is_cpu() { 0 } else { 2 });
         }
-        if let Some(s) = self.sequences {
-            c.data.sequences = match s {
-                SequenceArg::Locality => SequenceKind::Locality,
-                SequenceArg::Random => SequenceKind::Random,
-            };
-        }
+        set(&mut c.data.sequences, &self.sequences);
         if let Some(s) = self.distance_scope {
             c.data.distance_scope = match s {
                 ScopeArg::Graph => DistanceKind::Graph,
@@ -512,6 +512,21 @@ mod tests {
         let cluster = ["--plan", "plans/p.json", "--cluster", "c.toml"];
         let error = train_args(&cluster).unwrap().to_config().unwrap_err().to_string();
         assert!(error.contains("mesh.cluster"), "{error}");
+    }
+
+    #[test]
+    fn sequences_take_the_strategy_by_its_config_name_listed_in_help() {
+        let random = train_args(&["--sequences", "random"]).unwrap().to_config().unwrap();
+        assert_eq!(random.data.sequences, SequenceStrategy::Random);
+        let local = train_args(&["--sequences", "locality"]).unwrap().to_config().unwrap();
+        assert_eq!(local.data.sequences, SequenceStrategy::Locality);
+        let error = train_args(&["--sequences", "metis"]).unwrap_err().to_string();
+        assert!(error.contains("locality") && error.contains("random"), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("run.toml");
+        std::fs::write(&config, "[data]\nsequences = \"random\"\n").unwrap();
+        let from_file = train_args(&["--config", config.to_str().unwrap()]).unwrap().to_config().unwrap();
+        assert_eq!(from_file.data.sequences, SequenceStrategy::Random);
     }
 
     #[test]

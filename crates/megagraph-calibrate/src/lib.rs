@@ -53,6 +53,6 @@ pub use profiler::{
 pub use protocol::{CalibrateError, InTurn, validate_plans_in_turn};
 pub use realize::{SyntheticSource, init_model, model_config, model_shape};
 pub use validate::{
-    InTurnSummary, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
+    InTurnSummary, PlansToValidate, ValidateError, ValidatedPlan, ValidationOptions, ValidationProgress,
     ValidationReport, validate_plans,
 };

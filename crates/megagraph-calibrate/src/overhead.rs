@@ -1,7 +1,7 @@
 //! The runtime's own memory: what a rank of the parallel runtime holds beyond the memory
 //! model's terms, realized with one real training step ([`runtime_overhead_bytes`]).
 
-use crate::validate::{ValidateError, ValidationOptions, validate_plans};
+use crate::validate::{PlansToValidate, ValidateError, ValidationOptions, validate_plans};
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter, ParallelConfig};
 use megagraph_planner::{
     FitOptions, ModelShape, Plan, PlanError, Prediction, ProfileTable, Workload, predict_memory,
@@ -75,15 +75,13 @@ pub fn runtime_overhead_bytes<B: ContextParallelBackend>(
         seed,
         timeout_seconds: 600,
     };
-    let report = validate_plans::<B>(
-        &one_layer,
-        &workload,
-        &[plan],
-        device,
-        meter,
-        &validation,
-        &mut |_| {},
-    )?;
+    let run = PlansToValidate {
+        shape: &one_layer,
+        workload: &workload,
+        plans: &[plan],
+        options: &validation,
+    };
+    let report = validate_plans::<B>(run, device, meter, &mut |_| {})?;
     let measured = report
         .plans
         .first()

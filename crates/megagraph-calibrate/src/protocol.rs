@@ -5,12 +5,12 @@
 
 use crate::profiler::{InTurnProfile, MeasureError, ProfilerOptions};
 use crate::validate::{
-    InTurnSummary, ValidateError, ValidationOptions, ValidationProgress, ValidationReport,
+    InTurnSummary, PlansToValidate, ValidateError, ValidationProgress, ValidationReport,
     validate_plans,
 };
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
 use megagraph_planner::{
-    ClusterSpec, ModelShape, Plan, PlanError, ProfileTable, SearchOptions, Workload, evaluate,
+    ClusterSpec, ModelShape, PlanError, ProfileTable, SearchOptions, Workload, evaluate,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,8 +44,7 @@ pub enum CalibrateError {
     Plan(#[from] PlanError),
 }
 
-/// [`validate_plans`] (see there for `shape`, `workload`, `plans`, `device`, `meter`, `options`
-/// and `progress`) with, when `in_turn` is given, its profile measured again in sessions that
+/// [`validate_plans`] (see there for `run`, `device`, `meter` and `progress`) with, when `in_turn` is given, its profile measured again in sessions that
 /// take turns with the rounds: one before the validation and one after each round (when the
 /// machine is idle). Every plan is then predicted again from the profile measured in turn
 /// ([`ValidatedPlan::in_turn_predicted_step_seconds`](crate::ValidatedPlan)) and the report
@@ -55,22 +54,17 @@ pub enum CalibrateError {
 ///
 /// [`CalibrateError`]: a plan failed, a session could not be measured, or the profile measured
 /// in turn cannot predict the plans.
-#[allow(clippy::too_many_arguments)] // validate_plans' arguments and the profile in turn
 pub fn validate_plans_in_turn<B: ContextParallelBackend>(
-    shape: &ModelShape,
-    workload: &Workload,
-    plans: &[Plan],
+    run: PlansToValidate<'_>,
     device: &B::Device,
     meter: Arc<dyn MemoryMeter>,
-    options: &ValidationOptions,
     in_turn: Option<InTurn<'_>>,
     progress: &mut dyn FnMut(ValidationProgress),
 ) -> Result<ValidationReport, CalibrateError> {
     let Some(in_turn) = in_turn else {
-        return Ok(validate_plans::<B>(
-            shape, workload, plans, device, meter, options, progress,
-        )?);
+        return Ok(validate_plans::<B>(run, device, meter, progress)?);
     };
+    let PlansToValidate { shape, workload, options, .. } = run;
     let mut profile = InTurnProfile::new(in_turn.profile.clone());
     // a session: a warm-up pass (the session's modules are new) and the profile's timed passes
     // split over the sessions (one before the rounds, one after each)
@@ -91,15 +85,7 @@ pub fn validate_plans_in_turn<B: ContextParallelBackend>(
             failed = Some(error);
         }
     };
-    let report = validate_plans::<B>(
-        shape,
-        workload,
-        plans,
-        device,
-        meter.clone(),
-        options,
-        &mut each_step,
-    );
+    let report = validate_plans::<B>(run, device, meter.clone(), &mut each_step);
     let mut report = report?;
     if let Some(error) = failed {
         return Err(error.into());

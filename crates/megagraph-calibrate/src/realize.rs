@@ -20,7 +20,7 @@ pub fn model_config(shape: &ModelShape) -> GraphTransformerConfig {
         .with_num_layers(shape.layers)
         .with_num_heads(shape.heads)
         .with_hidden(shape.hidden)
-        .with_ffn_hidden(shape.ffn)
+        .with_ffn_hidden(shape.ffn_hidden)
         .with_dropout(0.0)
         .with_input_dropout(0.0)
         .with_key_dropout(0.0)
@@ -37,7 +37,7 @@ pub fn model_shape(config: &GraphTransformerConfig) -> ModelShape {
         layers: config.num_layers,
         heads: config.num_heads,
         hidden: config.hidden,
-        ffn: config.ffn_hidden,
+        ffn_hidden: config.ffn_hidden,
         feature_dim: config.feature_dim.unwrap_or(1),
         num_classes: config.num_classes,
         distance_buckets: config.num_buckets(),
@@ -241,7 +241,7 @@ mod tests {
             layers: 1,
             heads: 2,
             hidden: 8,
-            ffn: 8,
+            ffn_hidden: 8,
             feature_dim: 3,
             num_classes: 5,
             distance_buckets: 4,

@@ -8,7 +8,7 @@ use megagraph_parallel::CountingAllocator;
 use std::sync::Arc;
 
 use megagraph_calibrate::{
-    InTurn, InTurnProfile, ProfilerOptions, ThreadAllocatorMeter, ValidationOptions, init_model,
+    InTurn, InTurnProfile, PlansToValidate, ProfilerOptions, ThreadAllocatorMeter, ValidationOptions, init_model,
     measure_profile, validate_plans, validate_plans_in_turn,
 };
 use megagraph_planner::{
@@ -26,7 +26,7 @@ fn tiny() -> ModelShape {
         layers: 2,
         heads: 2,
         hidden: 16,
-        ffn: 16,
+        ffn_hidden: 16,
         feature_dim: 8,
         num_classes: 3,
         distance_buckets: 5,
@@ -157,21 +157,15 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         report.candidates.iter().find(|p| want(p)).cloned().unwrap()
     };
     let top = vec![pick(|p| p.layout.cp == 2), pick(|p| p.layout.pp == 2)];
-    let mut validation = validate_plans::<B>(
-        &shape,
-        &workload,
-        &top,
-        &device,
-        Arc::new(ThreadAllocatorMeter),
-        &ValidationOptions {
-            warmup_steps: 1,
-            steps: 1,
-            // one step each, however fast
-            measured_seconds: 0.0,
-            ..ValidationOptions::default()
-        },
-        &mut |_| {},
-    )
+    let validation_options = ValidationOptions {
+        warmup_steps: 1,
+        steps: 1,
+        // one step each, however fast
+        measured_seconds: 0.0,
+        ..ValidationOptions::default()
+    };
+    let run = PlansToValidate { shape: &shape, workload: &workload, plans: &top, options: &validation_options };
+    let mut validation = validate_plans::<B>(run, &device, Arc::new(ThreadAllocatorMeter), &mut |_| {})
     .unwrap_or_else(|e| panic!("{e}"));
     println!("{validation}");
     assert_eq!(validation.plans.len(), 2);
@@ -348,13 +342,11 @@ fn the_validation_protocol_measures_the_profile_between_rounds() {
         ..ValidationOptions::default()
     };
     let mut rounds_done = 0;
+    let run = PlansToValidate { shape: &shape, workload: &workload, plans: &top, options: &options };
     let validation = validate_plans_in_turn::<B>(
-        &shape,
-        &workload,
-        &top,
+        run,
         &device,
         Arc::new(ThreadAllocatorMeter),
-        &options,
         Some(InTurn {
             profile: &table,
             profiler: &profiler,
@@ -399,7 +391,8 @@ fn validation_measures_the_index_bytes_the_memory_model_counts() {
     // 3 stored pairs of 64 a row: sparse; 20 of 64: more than a fifth, dense
     for near_pairs_per_row in [Some(3), Some(20), None] {
         let workload = Workload { seq_len: 64, sequences_per_step: 4, dtype_bytes: 4, near_pairs_per_row };
-        let report = validate_plans::<B>(&shape, &workload, &plans, &device, Arc::new(ThreadAllocatorMeter), &options, &mut |_| {})
+        let run = PlansToValidate { shape: &shape, workload: &workload, plans: &plans, options: &options };
+        let report = validate_plans::<B>(run, &device, Arc::new(ThreadAllocatorMeter), &mut |_| {})
             .unwrap_or_else(|e| panic!("{e}"));
         for validated in &report.plans {
             let predicted = validated.predicted_index_bytes as f64;

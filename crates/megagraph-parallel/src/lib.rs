@@ -53,9 +53,12 @@ pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention
 pub use data::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
-pub use mesh::{MeshShape, RankCoord};
+pub use mesh::RankCoord;
 pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use stage::{StageModule, trainable};
-pub use trainer::{InjectedFault, OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
+pub use trainer::{OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
+/// Test hooks (feature `testing`): a deliberate panic of one rank at one step.
+#[cfg(feature = "testing")]
+pub use trainer::InjectedFault;
 pub use worker::RankReport;

@@ -31,9 +31,10 @@ pub struct RankCoord {
     pub dp_rank: usize,
 }
 
-/// The degrees of a mesh and its rank numbering.
+/// The `pp x cp x dp` grid of a mesh's ranks and their numbering (the degrees of a
+/// [`ParallelConfig`] without its schedule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MeshShape {
+pub struct RankGrid {
     /// Pipeline degree.
     pub pp: usize,
     /// Context-parallel degree.
@@ -42,7 +43,7 @@ pub struct MeshShape {
     pub dp: usize,
 }
 
-impl MeshShape {
+impl RankGrid {
     /// The shape of `config`'s mesh.
     pub fn of(config: &ParallelConfig) -> Self {
         Self {
@@ -194,7 +195,7 @@ pub(crate) struct Links<B: Backend> {
 
 /// Builds every rank's channels, in rank order.
 pub(crate) fn build_links<B: Backend>(
-    shape: MeshShape,
+    shape: RankGrid,
     devices: &[B::Device],
     control: &Arc<Control>,
 ) -> Vec<Links<B>> {
@@ -263,7 +264,7 @@ mod tests {
 
     #[test]
     fn ranks_and_coordinates_are_inverse() {
-        let shape = MeshShape {
+        let shape = RankGrid {
             pp: 2,
             cp: 3,
             dp: 2,

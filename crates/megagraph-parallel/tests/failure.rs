@@ -21,7 +21,9 @@ fn start(
     fault: Option<InjectedFault>,
 ) -> ParallelTrainer<B> {
     let mut options = TrainerOptions::new(8, 8).with_timeout(Duration::from_secs(60));
-    options.fault = fault;
+    if let Some(fault) = fault {
+        options = options.with_fault(fault);
+    }
     ParallelTrainer::<B>::new(
         config,
         model(2, 3),

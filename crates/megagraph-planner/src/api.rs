@@ -6,7 +6,7 @@ use crate::cost::CostModel;
 use crate::fitted::{FitProfileError, FittedProfile};
 use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, MemoryModel};
-use crate::mesh::Mesh;
+use crate::mesh::CandidateMesh;
 use crate::plan::Plan;
 use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile};
 use crate::report::PlanReport;
@@ -161,7 +161,7 @@ pub fn evaluate(
     config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
     let cluster = cluster.first_devices(config.world_size())?;
     let model = cost_model(&cluster, shape, workload, profile, options)?;
-    let mesh = Mesh {
+    let mesh = CandidateMesh {
         pp: config.pp,
         cp: config.cp,
         dp: config.dp,
@@ -198,7 +198,7 @@ pub fn predict_memory(
     workload.validate()?;
     config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
     let fitted = FittedProfile::fit(profile, fit)?;
-    let mesh = Mesh {
+    let mesh = CandidateMesh {
         pp: config.pp,
         cp: config.cp,
         dp: config.dp,

@@ -28,7 +28,7 @@
 //!   measured by the profiler ([`ProfileTable::runtime_overhead_bytes`](crate::ProfileTable)).
 
 use crate::fitted::FittedProfile;
-use crate::mesh::Mesh;
+use crate::mesh::CandidateMesh;
 use crate::workload::{ModelShape, Workload};
 use serde::{Deserialize, Serialize};
 
@@ -135,7 +135,7 @@ impl MemoryModel {
         shape: &ModelShape,
         workload: &Workload,
         fitted: &FittedProfile,
-        mesh: &Mesh,
+        mesh: &CandidateMesh,
     ) -> Self {
         let e = workload.dtype_bytes as f64;
         let d = shape.hidden as f64;
@@ -287,7 +287,7 @@ mod tests {
     fn a_sparse_index_counts_its_stored_pairs_and_a_dense_one_every_pair() {
         let shape = ModelShape::paper();
         let fitted = fitted(&shape);
-        let mesh = Mesh {
+        let mesh = CandidateMesh {
             pp: 1,
             cp: 4,
             dp: 1,
@@ -317,7 +317,7 @@ mod tests {
             &shape,
             &workload(),
             &fitted,
-            &Mesh {
+            &CandidateMesh {
                 pp: 1,
                 cp: 1,
                 dp: 1,
@@ -328,7 +328,7 @@ mod tests {
             &shape,
             &workload(),
             &fitted,
-            &Mesh {
+            &CandidateMesh {
                 pp: 1,
                 cp: 2,
                 dp: 1,
@@ -363,7 +363,7 @@ mod tests {
             &shape,
             &workload(),
             &fitted,
-            &Mesh {
+            &CandidateMesh {
                 pp: 4,
                 cp: 1,
                 dp: 1,
@@ -394,7 +394,7 @@ mod tests {
             &shape,
             &workload(),
             &fitted,
-            &Mesh {
+            &CandidateMesh {
                 pp: 4,
                 cp: 1,
                 dp: 1,

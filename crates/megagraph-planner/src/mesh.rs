@@ -1,5 +1,5 @@
-//! [`Mesh`]: a candidate `pp x cp x dp` layout with its micro-batch count, and how its groups lie
-//! on a cluster's nodes.
+//! [`CandidateMesh`]: a candidate `pp x cp x dp` layout with its micro-batch count (before its
+//! layers are split into stages), and how its groups lie on a cluster's nodes.
 //!
 //! Ranks are laid out with context parallelism innermost (its ring moves K/V blocks every layer),
 //! then data parallelism, then pipeline stages outermost:
@@ -10,7 +10,7 @@ use crate::cluster::{ClusterSpec, LinkSpec};
 
 /// Degrees and micro-batch count of a candidate plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Mesh {
+pub struct CandidateMesh {
     /// Pipeline stages.
     pub pp: usize,
     /// Context-parallel blocks per sequence.
@@ -30,7 +30,7 @@ pub struct GroupLink {
     pub inter_node: bool,
 }
 
-impl Mesh {
+impl CandidateMesh {
     /// Number of ranks: `pp * cp * dp`.
     pub fn world_size(&self) -> usize {
         self.pp * self.cp * self.dp
@@ -141,7 +141,7 @@ mod tests {
     #[test]
     fn context_parallel_stays_inside_a_node_when_it_fits() {
         let cluster = cluster(4, 8);
-        let mesh = Mesh {
+        let mesh = CandidateMesh {
             pp: 4,
             cp: 8,
             dp: 1,
@@ -150,7 +150,7 @@ mod tests {
         assert!(!mesh.context_link(&cluster).inter_node);
         assert!(mesh.pipeline_link(&cluster).inter_node);
         assert!(!mesh.gradient_link(&cluster).inter_node);
-        let wide = Mesh {
+        let wide = CandidateMesh {
             pp: 1,
             cp: 16,
             dp: 2,
@@ -161,7 +161,7 @@ mod tests {
             wide.context_link(&cluster).link.bandwidth_bytes_per_second,
             50e9
         );
-        let mixed = Mesh {
+        let mixed = CandidateMesh {
             pp: 2,
             cp: 4,
             dp: 4,

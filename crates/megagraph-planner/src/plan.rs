@@ -2,7 +2,7 @@
 //! measured.
 
 use crate::cost::StepEstimate;
-use crate::mesh::Mesh;
+use crate::mesh::CandidateMesh;
 use megagraph_layout::ParallelConfig;
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +68,7 @@ impl Plan {
 
     /// A plan from a mesh, its split and their estimate.
     pub(crate) fn from_estimate(
-        mesh: &Mesh,
+        mesh: &CandidateMesh,
         stage_layers: Vec<usize>,
         estimate: &StepEstimate,
     ) -> Self {

@@ -259,7 +259,7 @@ mod tests {
 
     /// Two stages of one machine of 2 ranks, whose passes take `solo` times their own alone.
     fn two_sharing(stages: &[StagePass], solo: f64) -> MachineSharing {
-        let mesh = crate::mesh::Mesh {
+        let mesh = crate::mesh::CandidateMesh {
             pp: 2,
             cp: 1,
             dp: 1,

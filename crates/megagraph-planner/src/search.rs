@@ -5,7 +5,7 @@
 use crate::cost::{CandidateCost, CostModel};
 use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, format_bytes};
-use crate::mesh::Mesh;
+use crate::mesh::CandidateMesh;
 use crate::partition::optimal_partition;
 use crate::plan::Plan;
 use crate::report::{PlanReport, RejectReason, Rejected, SearchSetting};
@@ -130,7 +130,7 @@ pub(crate) fn search(
                 .into_iter()
                 .filter(|&m| m <= options.max_micro_batches)
             {
-                let mesh = Mesh {
+                let mesh = CandidateMesh {
                     pp,
                     cp,
                     dp,

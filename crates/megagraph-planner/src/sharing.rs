@@ -16,7 +16,7 @@
 //!
 //! GPU ranks own their devices: their profiles carry no ratios, and passes keep their times.
 
-use crate::mesh::Mesh;
+use crate::mesh::CandidateMesh;
 use crate::stage_pass::StagePass;
 
 /// How the stages of a pipeline share machines: each stage's passes alone, and which stages'
@@ -42,7 +42,7 @@ impl MachineSharing {
     /// machine by machine) whose passes take `solo` alone and their own times with `copies`
     /// ranks of their machine computing.
     pub fn on_machines(
-        mesh: &Mesh,
+        mesh: &CandidateMesh,
         devices_per_node: usize,
         solo: Vec<StagePass>,
         copies: usize,
@@ -97,8 +97,8 @@ impl MachineSharing {
 mod tests {
     use super::*;
 
-    fn mesh(pp: usize, cp: usize, dp: usize) -> Mesh {
-        Mesh {
+    fn mesh(pp: usize, cp: usize, dp: usize) -> CandidateMesh {
+        CandidateMesh {
             pp,
             cp,
             dp,

@@ -217,7 +217,7 @@ impl fmt::Display for SimulatedReport {
         writeln!(
             f,
             "Simulated clusters (analytic profile): {} layers, {} heads, hidden {}, ffn {}, {} B elements, {} nodes per step",
-            s.layers, s.heads, s.hidden, s.ffn, self.dtype_bytes, self.nodes_per_step
+            s.layers, s.heads, s.hidden, s.ffn_hidden, self.dtype_bytes, self.nodes_per_step
         )?;
         writeln!(
             f,

@@ -8,18 +8,21 @@ use serde::{Deserialize, Serialize};
 /// The model is an embedding stage (input linear `[feature_dim -> hidden]`, in- and out-degree
 /// embeddings `[degree_buckets, hidden]` each, the spatial bias table
 /// `[distance_buckets, heads]` shared by all layers), `layers` pre-LN layers (layer norm, Q/K/V/O
-/// projections `[hidden, hidden]`, layer norm, FFN `[hidden -> ffn -> hidden]`) and a head (final
+/// projections `[hidden, hidden]`, layer norm, FFN `[hidden -> ffn_hidden -> hidden]`) and a head (final
 /// layer norm and a `[hidden -> num_classes]` classifier).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelShape {
-    /// Number of transformer layers `L`.
+    /// Number of transformer layers `L` (0 only in a [`ProfileKey`](crate::ProfileKey), which
+    /// leaves it out of its JSON).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub layers: usize,
     /// Number of attention heads `H`; divides `hidden`.
     pub heads: usize,
     /// Model width `d`.
     pub hidden: usize,
-    /// Hidden width of the feed-forward network.
-    pub ffn: usize,
+    /// Hidden width of the feed-forward network (`ffn` in JSON).
+    #[serde(rename = "ffn")]
+    pub ffn_hidden: usize,
     /// Width of the node features (input of the input linear).
     pub feature_dim: usize,
     /// Number of output classes.
@@ -31,6 +34,10 @@ pub struct ModelShape {
     /// Key tile of the attention kernel: attention scores live as `[rows, key_tile, heads]` tiles,
     /// never as a `[seq, seq, heads]` tensor.
     pub key_tile: usize,
+}
+
+fn is_zero(layers: &usize) -> bool {
+    *layers == 0
 }
 
 /// The training workload: how long sequences are and how many make a step.
@@ -83,7 +90,7 @@ impl ModelShape {
             layers: 16,
             heads: 8,
             hidden: 64,
-            ffn: 64,
+            ffn_hidden: 64,
             feature_dim: 100,
             num_classes: 47,
             distance_buckets: 6,
@@ -98,7 +105,7 @@ impl ModelShape {
             ("layers", self.layers),
             ("heads", self.heads),
             ("hidden", self.hidden),
-            ("ffn", self.ffn),
+            ("ffn", self.ffn_hidden),
             ("feature_dim", self.feature_dim),
             ("num_classes", self.num_classes),
             ("distance_buckets", self.distance_buckets),
@@ -138,7 +145,7 @@ impl ModelShape {
     /// Parameters of one transformer layer: two layer norms, Q/K/V/O projections and the FFN, all
     /// with biases.
     pub fn layer_parameters(&self) -> u64 {
-        let (d, f) = (self.hidden as u64, self.ffn as u64);
+        let (d, f) = (self.hidden as u64, self.ffn_hidden as u64);
         2 * 2 * d + 4 * (d * d + d) + (d * f + f) + (f * d + d)
     }
 

@@ -6,7 +6,8 @@ use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
-use crate::metrics::{EpochMetrics, write_atomically};
+use crate::files::write_atomically;
+use crate::metrics::EpochMetrics;
 
 /// Progress of a run, saved with each checkpoint so `--resume` continues exactly.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,6 +28,22 @@ pub struct TrainState {
     pub history: Vec<EpochMetrics>,
     /// Fingerprint of the configuration that produced the checkpoint.
     pub config_fingerprint: String,
+}
+
+impl TrainState {
+    /// The state before the first epoch of a run whose configuration has `config_fingerprint`.
+    pub(crate) fn fresh(config_fingerprint: String) -> Self {
+        Self {
+            epoch: 0,
+            step: 0,
+            best_epoch: 0,
+            best_valid_accuracy: f64::NEG_INFINITY,
+            epochs_without_improvement: 0,
+            train_seconds: 0.0,
+            history: Vec::new(),
+            config_fingerprint,
+        }
+    }
 }
 
 /// Writes and reads checkpoints in a directory.

@@ -1,11 +1,13 @@
 use std::path::{Path, PathBuf};
 
+use megagraph_graph::SequenceStrategy;
 use megagraph_graph::synthetic::{CsbmConfig, PowerLawConfig};
 use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
+use crate::schedule::WarmupCosine;
 
 /// Everything that defines a training run. Read from TOML with [`TrainConfig::from_toml_file`];
 /// every field has a default, so a file only names what it changes (see `configs/train/*.toml`).
@@ -24,16 +26,6 @@ pub struct TrainConfig {
     pub training: TrainingConfig,
     /// How each optimizer step runs: one device, or a `pp x cp x dp` mesh of workers.
     pub mesh: MeshConfig,
-}
-
-/// How sequences are formed from the graph.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SequenceKind {
-    /// Nodes of a sequence are close in the graph (graph partitioning).
-    Locality,
-    /// Nodes are grouped at random.
-    Random,
 }
 
 /// Where shortest-path distances are measured.
@@ -59,7 +51,7 @@ pub struct DataConfig {
     /// Nodes per sequence. Default: 256.
     pub seq_len: usize,
     /// How nodes are grouped into sequences. Default: locality.
-    pub sequences: SequenceKind,
+    pub sequences: SequenceStrategy,
     /// Largest exact shortest-path distance; farther pairs share one bucket. Default: 4.
     pub max_distance: u8,
     /// Where distances are measured. Default: graph.
@@ -96,7 +88,7 @@ impl Default for DataConfig {
             split: None,
             symmetrize: true,
             seq_len: 256,
-            sequences: SequenceKind::Locality,
+            sequences: SequenceStrategy::Locality,
             max_distance: 4,
             distance_scope: DistanceKind::Graph,
             max_bfs_arcs: 0,
@@ -522,6 +514,18 @@ impl TrainConfig {
             self.model.heads.unwrap_or(base.num_heads),
             self.model.hidden.unwrap_or(base.hidden),
         )
+    }
+
+    /// The learning-rate schedule of `[optimizer]` and `training.epochs` for epochs of
+    /// `steps_per_epoch` steps (a burn-train `Learner` gets it from
+    /// [`WarmupCosine::scheduler`]).
+    pub fn schedule(&self, steps_per_epoch: usize) -> WarmupCosine {
+        WarmupCosine {
+            peak: self.optimizer.lr,
+            warmup_steps: self.optimizer.warmup_epochs * steps_per_epoch,
+            total_steps: self.training.epochs * steps_per_epoch,
+            min_ratio: self.optimizer.min_lr_ratio,
+        }
     }
 
     /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`.

@@ -12,6 +12,7 @@ mod data;
 mod engine;
 mod error;
 mod features;
+pub mod files;
 pub mod learner;
 mod mesh_plan;
 mod metrics;
@@ -28,7 +29,7 @@ pub use burn_train;
 pub use beta::{BETA_LEVELS, BetaTuner};
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SequenceKind, SyntheticConfig, SyntheticKind,
+    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SyntheticConfig, SyntheticKind,
     TrainConfig,
     TrainingConfig,
 };
@@ -38,12 +39,12 @@ pub use error::{Result, TrainError};
 pub use mesh_plan::MeshPlan;
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{
-    MegaGraphTrainer, NodeClassifier, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
+    MegaGraphTrainer, NodeClassifier, NodeLearningComponents, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
     SplitSequences,
 };
-pub use metrics::{EpochMetrics, TrainReport, peak_rss_bytes, write_atomically};
+pub use metrics::{EpochMetrics, TrainReport};
 pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress};
 pub use progress::PrepareProgress;
-pub use schedule::WarmupCosine;
+pub use schedule::{WarmupCosine, WarmupCosineLr};
 pub use trainer::{NodeClassificationTrainer, Quiet, SplitAccuracy, TrainObserver, TrainOutcome};

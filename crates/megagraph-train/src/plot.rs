@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::metrics::write_atomically;
+use crate::files::write_atomically;
 
 /// Width of a chart, in pixels.
 const WIDTH: f64 = 640.0;

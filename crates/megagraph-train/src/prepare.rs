@@ -3,12 +3,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use megagraph_graph::distance::{BfsBudget, DistanceScope};
 use megagraph_graph::ogb::load_ogb_with_progress;
-use megagraph_graph::sequence::SequenceStrategy;
 use megagraph_graph::{
     CsbmConfig, Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir,
 };
 
-use crate::config::{DistanceKind, SequenceKind, SyntheticConfig, SyntheticKind, TrainConfig};
+use crate::config::{DistanceKind, SyntheticConfig, SyntheticKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
 use crate::error::{Result, TrainError};
 use crate::features::{row_normalized, with_propagated_hops};
@@ -122,10 +121,7 @@ pub fn prepare_with_progress(
     let data = &config.data;
     let options = SequenceOptions {
         seq_len: data.seq_len,
-        strategy: match data.sequences {
-            SequenceKind::Locality => SequenceStrategy::Locality,
-            SequenceKind::Random => SequenceStrategy::Random,
-        },
+        strategy: data.sequences,
         max_distance: data.max_distance,
         scope: match data.distance_scope {
             DistanceKind::Graph => DistanceScope::Graph,

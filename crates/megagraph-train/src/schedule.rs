@@ -1,3 +1,9 @@
+//! [`WarmupCosine`]: the learning-rate schedule of a run, indexed by step, and
+//! [`WarmupCosineLr`], the same schedule as a burn-train learning-rate scheduler.
+
+use burn::optim::lr_scheduler::LrScheduler;
+use burn::tensor::backend::Backend;
+
 /// Learning rate with linear warm-up then cosine decay to `min_ratio * peak`, indexed by step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WarmupCosine {
@@ -24,9 +30,64 @@ impl WarmupCosine {
     }
 }
 
+impl WarmupCosine {
+    /// This schedule as a burn-train scheduler for a `Learner`: its `n`-th step (from 0) gives
+    /// [`at(n)`](Self::at), the rate the
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) uses at its step `n`.
+    pub fn scheduler(self) -> WarmupCosineLr {
+        WarmupCosineLr {
+            schedule: self,
+            step: 0,
+        }
+    }
+}
+
+/// [`WarmupCosine`] as burn-train's [`LrScheduler`] (made by [`WarmupCosine::scheduler`]); its
+/// record is the number of steps taken, so a resumed learner continues the schedule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WarmupCosineLr {
+    schedule: WarmupCosine,
+    step: usize,
+}
+
+impl LrScheduler for WarmupCosineLr {
+    type Record<B: Backend> = usize;
+
+    fn step(&mut self) -> f64 {
+        let lr = self.schedule.at(self.step);
+        self.step += 1;
+        lr
+    }
+
+    fn to_record<B: Backend>(&self) -> usize {
+        self.step
+    }
+
+    fn load_record<B: Backend>(mut self, record: usize) -> Self {
+        self.step = record;
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use burn::backend::Flex;
+
     use super::*;
+
+    #[test]
+    fn the_burn_scheduler_steps_through_the_schedule_and_resumes_from_its_record() {
+        let peak = 1e-3 * (1.0 + rand::random::<f64>());
+        let s = WarmupCosine { peak, warmup_steps: 3, total_steps: 20, min_ratio: 0.05 };
+        let mut scheduler = s.scheduler();
+        let first: Vec<f64> = (0..7).map(|_| LrScheduler::step(&mut scheduler)).collect();
+        assert_eq!(first, (0..7).map(|n| s.at(n)).collect::<Vec<_>>());
+        let record = scheduler.to_record::<Flex>();
+        let mut resumed = s.scheduler().load_record::<Flex>(record);
+        for n in 7..25 {
+            assert_eq!(LrScheduler::step(&mut resumed), s.at(n));
+        }
+    }
 
     #[test]
     fn warms_up_then_decays_to_the_floor() {

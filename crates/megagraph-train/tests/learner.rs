@@ -19,7 +19,7 @@ use megagraph_train::burn_train::{
     ExecutionStrategy, Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining, TrainingStrategy,
 };
 use megagraph_train::{
-    MegaGraphTrainer, NodeClassificationTrainer, NodeClassifier, SequenceBatch, SequenceBatcher, SequenceDataset,
+    MegaGraphTrainer, NodeClassificationTrainer, NodeClassifier, NodeLearningComponents, SequenceBatch, SequenceBatcher, SequenceDataset,
     SplitRole, SplitSequences, TrainConfig, prepare,
 };
 
@@ -91,19 +91,26 @@ impl Setup {
 }
 
 type Scheduler = burn::optim::lr_scheduler::cosine::CosineAnnealingLrScheduler;
-type Optim = burn::optim::adaptor::OptimizerAdaptor<burn::optim::AdamW, NodeClassifier<B>, B>;
-type Components = megagraph_train::burn_train::LearningComponentsMarker<B, Scheduler, NodeClassifier<B>, Optim>;
+type Components = NodeLearningComponents<B, Scheduler>;
 
-fn learner(setup: &Setup, lr: f64, epochs_of_steps: usize) -> Learner<Components> {
+/// The optimizer of every run here: the learner's and, on a mesh, every rank's.
+fn optimizer() -> AdamWConfig {
+    AdamWConfig::new().with_weight_decay(1e-3)
+}
+
+/// The strategy on one device.
+fn single_device() -> MegaGraphTrainer<B> {
+    MegaGraphTrainer::<B>::single_device(Default::default()).with_optimizer(optimizer())
+}
+
+/// A learner of `trainer` (holding its optimizer) under a cosine schedule from `lr`.
+fn learner(setup: &Setup, trainer: &MegaGraphTrainer<B>, lr: f64, epochs_of_steps: usize) -> Learner<Components> {
     let steps = epochs_of_steps * SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len().div_ceil(2);
-    Learner::new(
-        setup.model(7),
-        AdamWConfig::new().with_weight_decay(1e-3).init(),
-        CosineAnnealingLrSchedulerConfig::new(lr, steps.max(1))
-            .with_min_lr(lr * 0.1)
-            .init()
-            .expect("scheduler"),
-    )
+    let scheduler = CosineAnnealingLrSchedulerConfig::new(lr, steps.max(1))
+        .with_min_lr(lr * 0.1)
+        .init()
+        .expect("scheduler");
+    trainer.learner(setup.model(7), scheduler)
 }
 
 /// Mean of a metric over an epoch, from the files of Burn's `FileMetricLogger`.
@@ -148,8 +155,8 @@ fn learns_the_synthetic_graph_with_burn_metrics() {
     let result = setup
         .training(dir.path(), Some(3))
         .num_epochs(epochs)
-        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
-        .launch(learner(&setup, 0.01, epochs));
+        .with_training_strategy(single_device().into_strategy())
+        .launch(learner(&setup, &single_device(), 0.01, epochs));
     assert_eq!(epochs_logged(dir.path()), epochs);
     let first = logged_mean(dir.path(), "train", 1, "Loss").expect("train loss of epoch 1");
     let last = logged_mean(dir.path(), "train", epochs, "Loss").expect("train loss of the last epoch");
@@ -177,8 +184,8 @@ fn early_stopping_ends_a_run_that_stopped_improving() {
         .training(dir.path(), None)
         .num_epochs(10)
         .early_stopping(stop)
-        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
-        .launch(learner(&setup, 1e-30, 10));
+        .with_training_strategy(single_device().into_strategy())
+        .launch(learner(&setup, &single_device(), 1e-30, 10));
     assert_eq!(epochs_logged(dir.path()), 3, "best epoch 1, no improvement in 2 and 3");
 }
 
@@ -186,7 +193,7 @@ fn early_stopping_ends_a_run_that_stopped_improving() {
 fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let setup = Setup::new(tiny_config());
-    let strategy = || MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy();
+    let strategy = || single_device().into_strategy();
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
 
     let whole = tempfile::tempdir().unwrap();
@@ -194,7 +201,7 @@ fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
         .training(whole.path(), None)
         .num_epochs(4)
         .with_training_strategy(strategy())
-        .launch(learner(&setup, 0.01, 4));
+        .launch(learner(&setup, &single_device(), 0.01, 4));
 
     let split = tempfile::tempdir().unwrap();
     setup
@@ -202,7 +209,7 @@ fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
         .num_epochs(2)
         .with_file_checkpointer(recorder.clone())
         .with_training_strategy(strategy())
-        .launch(learner(&setup, 0.01, 4));
+        .launch(learner(&setup, &single_device(), 0.01, 4));
     assert!(split.path().join("checkpoint").join("model-2.mpk").is_file());
     let resumed = setup
         .training(split.path(), None)
@@ -210,7 +217,7 @@ fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
         .checkpoint(2)
         .with_file_checkpointer(recorder)
         .with_training_strategy(strategy())
-        .launch(learner(&setup, 0.01, 4));
+        .launch(learner(&setup, &single_device(), 0.01, 4));
 
     assert_eq!(parameters(&resumed.model.model), parameters(&full.model.model));
 }
@@ -223,14 +230,14 @@ fn single_device_equals_burns_default_strategy() {
     let ours = setup
         .training(ours_dir.path(), Some(5))
         .num_epochs(3)
-        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
-        .launch(learner(&setup, 0.01, 3));
+        .with_training_strategy(single_device().into_strategy())
+        .launch(learner(&setup, &single_device(), 0.01, 3));
     let burn_dir = tempfile::tempdir().unwrap();
     let burns = setup
         .training(burn_dir.path(), Some(5))
         .num_epochs(3)
         .with_training_strategy(TrainingStrategy::Default(ExecutionStrategy::SingleDevice(Default::default())))
-        .launch(learner(&setup, 0.01, 3));
+        .launch(learner(&setup, &single_device(), 0.01, 3));
     let (a, b) = (parameters(&ours.model.model), parameters(&burns.model.model));
     assert_eq!(a.len(), b.len());
     assert_eq!(a, b);
@@ -266,33 +273,33 @@ fn a_parallel_mesh_trains_like_one_device() {
     // 6 training sequences in steps of 2: every step fits dp x micro_batches = 2.
     assert_eq!(SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len(), 6);
     let epochs = 2;
-    let optimizer = AdamWConfig::new().with_weight_decay(1e-3);
 
     let single_dir = tempfile::tempdir().unwrap();
     let single = setup
         .training(single_dir.path(), None)
         .num_epochs(epochs)
-        .with_training_strategy(MegaGraphTrainer::<B>::single_device(Default::default()).into_strategy())
-        .launch(learner(&setup, 0.01, epochs));
+        .with_training_strategy(single_device().into_strategy())
+        .launch(learner(&setup, &single_device(), 0.01, epochs));
     let expected = parameters(&single.model.model);
-    let initial = parameters(&learner(&setup, 0.01, epochs).model().model.valid());
+    let initial = parameters(&learner(&setup, &single_device(), 0.01, epochs).model().model.valid());
 
     for mesh in [
         ParallelConfig::uniform(2, 2, 1, 1, 2).unwrap(),
         ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap(),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let trainer = MegaGraphTrainer::<B>::parallel(mesh.clone(), vec![Default::default()]).with_optimizer(optimizer.clone());
+        let trainer = MegaGraphTrainer::<B>::parallel(mesh.clone(), vec![Default::default()]).with_optimizer(optimizer());
         let d = &setup.data.dataset;
         let model_config = setup
             .config
             .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
         trainer.check(&model_config, setup.config.data.seq_len, 2).expect("the mesh fits");
+        let learner = learner(&setup, &trainer, 0.01, epochs);
         let parallel = setup
             .training(dir.path(), None)
             .num_epochs(epochs)
             .with_training_strategy(trainer.into_strategy())
-            .launch(learner(&setup, 0.01, epochs));
+            .launch(learner);
         let found = parameters(&parallel.model.model);
         let moved = relative_difference(&expected, &initial);
         let difference = relative_difference(&found, &expected);
@@ -320,7 +327,7 @@ fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let mesh = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap();
     let trainer = |optimizer_dir: Option<&Path>| {
-        let trainer = MegaGraphTrainer::<B>::parallel(mesh.clone(), vec![Default::default()]);
+        let trainer = MegaGraphTrainer::<B>::parallel(mesh.clone(), vec![Default::default()]).with_optimizer(optimizer());
         match optimizer_dir {
             Some(dir) => trainer.with_optimizer_checkpoints(dir),
             None => trainer,
@@ -333,7 +340,7 @@ fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
         .training(whole.path(), None)
         .num_epochs(4)
         .with_training_strategy(trainer(None))
-        .launch(learner(&setup, 0.01, 4));
+        .launch(learner(&setup, &single_device(), 0.01, 4));
     let expected = parameters(&full.model.model);
 
     // 2 epochs with Burn's checkpoints and the mesh's optimizer state, then resumed to 4
@@ -344,7 +351,7 @@ fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
         .num_epochs(2)
         .with_file_checkpointer(recorder.clone())
         .with_training_strategy(trainer(Some(&states)))
-        .launch(learner(&setup, 0.01, 4));
+        .launch(learner(&setup, &single_device(), 0.01, 4));
     for epoch in [1, 2] {
         assert!(states.join(format!("mesh-optimizer-{epoch}.mpk")).is_file(), "epoch {epoch}");
     }
@@ -355,7 +362,7 @@ fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
             .checkpoint(2)
             .with_file_checkpointer(recorder.clone())
             .with_training_strategy(trainer(optimizer_dir))
-            .launch(learner(&setup, 0.01, 4));
+            .launch(learner(&setup, &single_device(), 0.01, 4));
         relative_difference(&parameters(&resumed.model.model), &expected)
     };
     // without the moments (each resume writes checkpoints 3 and 4: the state of 2 stays)

@@ -23,6 +23,6 @@ mod options;
 mod report;
 mod run;
 
-pub use options::{ValidationOptions, ValidationProgress};
+pub use options::{PlansToValidate, ValidationOptions, ValidationProgress};
 pub use report::{InTurnSummary, ValidatedPlan, ValidationReport};
 pub use run::{ValidateError, validate_plans};

@@ -1,8 +1,23 @@
-//! How plans are validated ([`ValidationOptions`]) and where a validation is
+//! What a validation runs ([`PlansToValidate`]), how ([`ValidationOptions`]) and where it is
 //! ([`ValidationProgress`]).
 
-use megagraph_planner::Plan;
+use megagraph_planner::{ModelShape, Plan, Workload};
 use serde::{Deserialize, Serialize};
+
+/// What [`validate_plans`](super::validate_plans) (and
+/// [`validate_plans_in_turn`](crate::validate_plans_in_turn)) run: `plans` for a model of
+/// `shape` training on `workload`, each run as `options` say.
+#[derive(Clone, Copy, Debug)]
+pub struct PlansToValidate<'a> {
+    /// The model's shape (a freshly initialized model of it runs).
+    pub shape: &'a ModelShape,
+    /// Sequence length and sequences per step (synthetic sequences).
+    pub workload: &'a Workload,
+    /// The plans, with their predictions.
+    pub plans: &'a [Plan],
+    /// How each plan runs.
+    pub options: &'a ValidationOptions,
+}
 
 /// How [`validate_plans`](super::validate_plans) runs each plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

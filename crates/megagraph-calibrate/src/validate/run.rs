@@ -1,6 +1,6 @@
 //! [`validate_plans`]: the plans run in turns on the local mesh, round after round.
 
-use super::options::{ValidationOptions, ValidationProgress};
+use super::options::{PlansToValidate, ValidationProgress};
 use super::report::{ValidatedPlan, ValidationReport, median};
 use crate::realize::{SyntheticSource, init_model};
 use burn::tensor::backend::AutodiffBackend;
@@ -8,7 +8,7 @@ use megagraph_parallel::{
     BatchSource, ContextParallelBackend, MemoryMeter, ParallelError, ParallelTrainer, RankReport,
     TrainerOptions,
 };
-use megagraph_planner::{Measurement, ModelShape, Plan, Workload, WorkloadError};
+use megagraph_planner::{Measurement, Plan, WorkloadError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,7 +49,7 @@ fn round_order(plans: usize, round: usize, rounds: usize) -> Vec<usize> {
     (0..plans).map(|k| (k + offset) % plans.max(1)).collect()
 }
 
-/// Runs each of `plans` for `options.steps` measured optimizer steps of `workload` on a mesh of
+/// Runs each of `run`'s `plans` for `options.steps` measured optimizer steps of `workload` on a mesh of
 /// worker threads on `device` (every rank on the same device, as on a CPU) with a freshly
 /// initialized model of `shape` and synthetic sequences, and records what was measured next to
 /// the predictions. The plans take turns over `options.rounds` rounds, each round starting at
@@ -64,14 +64,12 @@ fn round_order(plans: usize, round: usize, rounds: usize) -> Vec<usize> {
 /// [`ValidateError`]: an invalid shape or workload, no plans or steps, or a plan the runtime
 /// refused or failed (naming the plan).
 pub fn validate_plans<B: ContextParallelBackend>(
-    shape: &ModelShape,
-    workload: &Workload,
-    plans: &[Plan],
+    run: PlansToValidate<'_>,
     device: &B::Device,
     meter: Arc<dyn MemoryMeter>,
-    options: &ValidationOptions,
     progress: &mut dyn FnMut(ValidationProgress),
 ) -> Result<ValidationReport, ValidateError> {
+    let PlansToValidate { shape, workload, plans, options } = run;
     shape.validate()?;
     workload.validate()?;
     if options.steps == 0 {

@@ -19,15 +19,18 @@ use crate::graph::Graph;
 pub use reform::{BlockReform, ReformThreshold, reform_edges};
 pub use reorder::cluster_order;
 
-/// How nodes are grouped into sequences.
+/// How nodes are grouped into sequences (`locality` or `random` in config files).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SequenceStrategy {
     /// A seeded random permutation cut into consecutive chunks.
+    #[serde(alias = "Random")]
     Random,
     /// A graph partition into the minimal number of parts of at most `seq_len` nodes with few cut
     /// edges: recursive bisection by greedy graph growing plus Fiduccia-Mattheyses refinement
     /// (default).
     #[default]
+    #[serde(alias = "Locality")]
     Locality,
 }
 

@@ -1,5 +1,5 @@
 //! [`TrainerOptions`]: what a [`ParallelTrainer`](crate::ParallelTrainer) takes besides the
-//! mesh shape, and the [`InjectedFault`] of failure tests.
+//! mesh shape, and the `InjectedFault` of failure tests (feature `testing`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,8 @@ use crate::meter::MemoryMeter;
 use crate::NodeConfig;
 
 /// A deliberate panic, for tests of failure handling: rank `rank` panics at the start of its
-/// first forward pass of step `step` (steps count from 0).
+/// first forward pass of step `step` (steps count from 0). A test hook: exported with the
+/// `testing` feature only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InjectedFault {
     /// The rank that panics.
@@ -33,8 +34,8 @@ pub struct TrainerOptions {
     pub sequences_per_step: usize,
     /// How long a rank waits for a peer before giving up. Default: 600 s.
     pub timeout: Duration,
-    /// A deliberate panic, for tests. Default: none.
-    pub fault: Option<InjectedFault>,
+    /// A deliberate panic, for tests (`with_fault`, feature `testing`). Default: none.
+    pub(crate) fault: Option<InjectedFault>,
     /// This process's place in a multi-node run; `None` (the default) or one node: this
     /// process trains alone. See [`nodes`](crate::nodes).
     pub nodes: Option<NodeConfig>,
@@ -79,6 +80,7 @@ impl TrainerOptions {
     }
 
     /// Injects a panic (tests of failure handling).
+    #[cfg(feature = "testing")]
     pub fn with_fault(mut self, fault: InjectedFault) -> Self {
         self.fault = Some(fault);
         self

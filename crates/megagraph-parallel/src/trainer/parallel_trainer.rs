@@ -12,7 +12,7 @@ use super::options::TrainerOptions;
 use crate::context::ContextParallelBackend;
 use crate::data::{BatchSource, padded_len};
 use crate::gradients::{self, CollectiveLease, SegmentLayout};
-use crate::mesh::{Control, MeshShape, RankCoord, build_links};
+use crate::mesh::{Control, RankGrid, RankCoord, build_links};
 use crate::stage::StageModule;
 use crate::worker::{self, Command, Reply, ReplyBody, WorkerSetup};
 use crate::{NodeConfig, ParallelConfig, ParallelError};
@@ -42,7 +42,7 @@ type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 /// [`step`](Self::step) with the same sequences.
 pub struct ParallelTrainer<B: ContextParallelBackend> {
     pub(super) config: ParallelConfig,
-    pub(super) shape: MeshShape,
+    pub(super) shape: RankGrid,
     pub(super) source: Arc<dyn BatchSource<B>>,
     pub(super) commands: Vec<Sender<Command<B>>>,
     pub(super) replies: Receiver<Reply<B>>,
@@ -99,7 +99,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
             padded_len(options.seq_len, config.cp),
             options.sequences_per_step,
         )?;
-        let shape = MeshShape::of(&config);
+        let shape = RankGrid::of(&config);
         let world = shape.world();
         let threads = options
             .threads_per_rank

@@ -9,10 +9,11 @@ use burn::tensor::backend::AutodiffBackend;
 use super::report::RankReport;
 use crate::context::ContextParallelBackend;
 use crate::data::BatchSource;
-use crate::mesh::{Control, Links, MeshShape};
+use crate::mesh::{Control, Links, RankGrid};
 use crate::meter::MemoryMeter;
 use crate::stage::StageModule;
-use crate::{InjectedFault, NodeConfig, OptimizerRecord, ParallelError};
+use crate::trainer::InjectedFault;
+use crate::{NodeConfig, OptimizerRecord, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -68,7 +69,7 @@ pub(crate) struct Reply<B: AutodiffBackend> {
 /// Everything a worker thread starts with.
 pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     pub rank: usize,
-    pub shape: MeshShape,
+    pub shape: RankGrid,
     pub device: B::Device,
     pub module: StageModule<Inner<B>>,
     pub optimizer: AdamWConfig,

@@ -15,10 +15,11 @@ use super::protocol::{Command, Reply, ReplyBody, WorkerSetup};
 use crate::context::ContextParallelBackend;
 use crate::data::BatchSource;
 use crate::gradients::GradientReducer;
-use crate::mesh::{Control, Links, MeshShape, RankCoord};
+use crate::mesh::{Control, Links, RankGrid, RankCoord};
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::stage::{StageModule, trainable};
-use crate::{InjectedFault, ParallelError};
+use crate::ParallelError;
+use crate::trainer::InjectedFault;
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -39,7 +40,7 @@ fn param_ids<B: burn::tensor::backend::Backend, M: Module<B>>(module: &M) -> Has
 pub(super) struct Worker<B: ContextParallelBackend> {
     pub(super) rank: usize,
     pub(super) coord: RankCoord,
-    pub(super) shape: MeshShape,
+    pub(super) shape: RankGrid,
     pub(super) device: B::Device,
     pub(super) inner_device: B::Device,
     pub(super) module: Option<StageModule<B>>,

@@ -1,5 +1,5 @@
 //! The cost model: [`CostModel`] turns a fitted profile, a cluster and a workload into per-stage
-//! times and memory of a candidate [`Mesh`] ([`CandidateCost`]) and whole-step estimates
+//! times and memory of a [`CandidateMesh`] ([`CandidateCost`]) and whole-step estimates
 //! ([`StepEstimate`]).
 //!
 //! Per micro-batch of `q` sequences (`b = S / cp` local rows each, `r = q * b` rows), a stage
@@ -22,7 +22,7 @@ use crate::cluster::ClusterSpec;
 use crate::comm::{point_to_point_seconds, ring_all_reduce_seconds, ring_attention_seconds};
 use crate::fitted::{FittedProfile, PartFit};
 use crate::memory::{MemoryBreakdown, MemoryModel};
-use crate::mesh::{GroupLink, Mesh};
+use crate::mesh::{GroupLink, CandidateMesh};
 use crate::profile::{PassRatios, SoloRatios};
 use crate::schedule::{BackwardOverlap, one_forward_one_backward_seconds};
 use crate::sharing::MachineSharing;
@@ -41,7 +41,7 @@ pub struct CostModel {
 /// Per-micro-batch times and memory coefficients of one candidate mesh.
 #[derive(Clone, Debug)]
 pub struct CandidateCost {
-    mesh: Mesh,
+    mesh: CandidateMesh,
     memory: MemoryModel,
     dtype_bytes: f64,
     embedding: StagePass,
@@ -113,7 +113,7 @@ impl CostModel {
 
     /// Costs of `mesh`. Expects a mesh that fits the cluster and workload (`cp | S`,
     /// `dp * micro_batches | sequences_per_step`).
-    pub fn candidate(&self, mesh: Mesh) -> CandidateCost {
+    pub fn candidate(&self, mesh: CandidateMesh) -> CandidateCost {
         let fitted = &self.fitted;
         let e = self.workload.dtype_bytes as f64;
         let d = self.shape.hidden as f64;
@@ -173,7 +173,7 @@ impl CostModel {
 
 impl CandidateCost {
     /// The mesh.
-    pub fn mesh(&self) -> &Mesh {
+    pub fn mesh(&self) -> &CandidateMesh {
         &self.mesh
     }
 

@@ -48,13 +48,13 @@ fn model_waiting(inter_bandwidth: f64, backward_waits_for_other_ranks: bool) -> 
 #[test]
 fn context_parallelism_splits_the_attention_work() {
     let model = model(50e9);
-    let one = model.candidate(Mesh {
+    let one = model.candidate(CandidateMesh {
         pp: 1,
         cp: 1,
         dp: 1,
         micro_batches: 8,
     });
-    let two = model.candidate(Mesh {
+    let two = model.candidate(CandidateMesh {
         pp: 1,
         cp: 2,
         dp: 1,
@@ -73,7 +73,7 @@ fn context_parallelism_splits_the_attention_work() {
 fn slow_links_expose_the_ring_and_name_it() {
     let model = model(1e6);
     // cp = 4 on 2 x 2 devices: the ring crosses nodes.
-    let cost = model.candidate(Mesh {
+    let cost = model.candidate(CandidateMesh {
         pp: 1,
         cp: 4,
         dp: 1,
@@ -92,7 +92,7 @@ fn slow_links_expose_the_ring_and_name_it() {
 #[test]
 fn pipeline_stage_times_include_the_sends() {
     let model = model(50e9);
-    let cost = model.candidate(Mesh {
+    let cost = model.candidate(CandidateMesh {
         pp: 2,
         cp: 1,
         dp: 1,
@@ -112,7 +112,7 @@ fn pipeline_stage_times_include_the_sends() {
 
 #[test]
 fn stages_of_one_machine_whose_backward_passes_wait_take_longer() {
-    let mesh = |pp| Mesh {
+    let mesh = |pp| CandidateMesh {
         pp,
         cp: 1,
         dp: 1,
@@ -168,7 +168,7 @@ fn stages_sharing_a_machine_run_faster_while_the_others_wait() {
         dedicated.cluster.clone(),
         fitted,
     );
-    let mesh = |pp, cp| Mesh {
+    let mesh = |pp, cp| CandidateMesh {
         pp,
         cp,
         dp: 1,
@@ -197,7 +197,7 @@ fn stages_sharing_a_machine_run_faster_while_the_others_wait() {
 
 #[test]
 fn passes_split_every_stage_into_forward_and_backward() {
-    let cost = model(50e9).candidate(Mesh {
+    let cost = model(50e9).candidate(CandidateMesh {
         pp: 2,
         cp: 2,
         dp: 1,

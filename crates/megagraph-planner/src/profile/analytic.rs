@@ -50,7 +50,7 @@ pub fn analytic_profile(
     let model = AnalyticModel {
         hints,
         d: shape.hidden as f64,
-        f: shape.ffn as f64,
+        f: shape.ffn_hidden as f64,
         h: shape.heads as f64,
         features: shape.feature_dim as f64,
         classes: shape.num_classes as f64,
@@ -215,15 +215,7 @@ impl AnalyticModel<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn h200() -> ComputeHints {
-        ComputeHints {
-            peak_flops: 4.95e14,
-            memory_bandwidth_bytes_per_second: 4.8e12,
-            efficiency: 0.5,
-            kernel_launch_seconds: 5e-6,
-        }
-    }
+    use crate::profile::h200;
 
     #[test]
     fn analytic_profile_is_valid_and_scales() {

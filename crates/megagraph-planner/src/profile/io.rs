@@ -55,18 +55,8 @@ impl ProfileTable {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::ComputeHints;
-    use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile};
+    use crate::profile::{ProfileError, ProfileLadder, ProfileTable, analytic_profile, h200};
     use crate::workload::ModelShape;
-
-    fn h200() -> ComputeHints {
-        ComputeHints {
-            peak_flops: 4.95e14,
-            memory_bandwidth_bytes_per_second: 4.8e12,
-            efficiency: 0.5,
-            kernel_launch_seconds: 5e-6,
-        }
-    }
 
     #[test]
     fn json_round_trip() {
@@ -107,6 +97,27 @@ mod tests {
         ] {
             assert!(json["attention"][0].get(field).is_some(), "{field}");
         }
+        // the key's fields as before: the shape's beside backend and device, no layer count
+        let key = json["key"].as_object().unwrap();
+        let mut names: Vec<&str> = key.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "backend",
+                "degree_buckets",
+                "device",
+                "distance_buckets",
+                "dtype_bytes",
+                "feature_dim",
+                "ffn",
+                "heads",
+                "hidden",
+                "key_tile",
+                "num_classes"
+            ]
+        );
+        assert_eq!(key["ffn"], shape.ffn_hidden);
     }
 
     #[test]

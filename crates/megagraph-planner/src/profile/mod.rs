@@ -21,3 +21,14 @@ pub use ladder::ProfileLadder;
 pub use part::ProfiledPart;
 pub use solo::{PassRatios, SoloRatios};
 pub use table::{ProfileKey, ProfileSample, ProfileTable};
+
+/// The compute hints of an H200, for the tests of the analytic profile and its files.
+#[cfg(test)]
+fn h200() -> crate::cluster::ComputeHints {
+    crate::cluster::ComputeHints {
+        peak_flops: 4.95e14,
+        memory_bandwidth_bytes_per_second: 4.8e12,
+        efficiency: 0.5,
+        kernel_launch_seconds: 5e-6,
+    }
+}

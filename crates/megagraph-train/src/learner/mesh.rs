@@ -1,12 +1,14 @@
 //! The parallel placement of [`MegaGraphTrainer`](super::MegaGraphTrainer): training epochs on
-//! a `pp x cp x dp` mesh ([`ParallelTrainer`]) fed by the training loader's sequence indices,
-//! and the ranks' optimizer state saved after every epoch and read back on resume.
+//! a `pp x cp x dp` mesh (the crate's one [`MeshEngine`], as the
+//! [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) uses it) fed by the training
+//! loader's sequence indices, and the ranks' optimizer state saved after every epoch and read
+//! back on resume.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use burn::data::dataloader::Progress;
 use burn::module::{AutodiffModule, Module};
+use burn::optim::AdamWConfig;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::{Int, Tensor};
 use burn_train::{
@@ -14,18 +16,20 @@ use burn_train::{
     SupervisedTrainingEventProcessor, TrainLoader, TrainingItem,
 };
 use megagraph_models::GraphAttentionBackend;
-use megagraph_parallel::{ContextParallelBackend, OptimizerRecord, ParallelTrainer, TrainerOptions};
+use megagraph_parallel::{ContextParallelBackend, OptimizerRecord};
 
 use super::{NodeClassifier, ParallelPlacement, SequenceBatch};
-use crate::parallel::DatasetSource;
+use crate::engine::{EngineSetup, MeshEngine, StepEngine};
 
-/// A mesh started at the first training batch (it needs the batch's dataset) and kept across
-/// epochs.
-pub(super) struct Mesh<B: ContextParallelBackend> {
+/// The epochs of a parallel placement: its [`MeshEngine`], started at the first training batch
+/// (it needs the batch's dataset) and kept across epochs.
+pub(super) struct MeshEpochs<B: ContextParallelBackend> {
     placement: ParallelPlacement<B>,
+    /// The optimizer every rank runs (the trainer's, which its learner holds too).
+    optimizer: AdamWConfig,
     /// The first epoch this run trains (above 1 when it resumes).
     starting_epoch: usize,
-    running: Option<Running<B>>,
+    running: Option<MeshEngine<B>>,
 }
 
 /// The ranks' optimizer state after `epoch` in `dir` (the recorder keeps the `.mpk` extension).
@@ -35,19 +39,15 @@ fn optimizer_file(dir: &Path, epoch: usize) -> PathBuf {
 
 type OptimizerRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
-struct Running<B: ContextParallelBackend> {
-    trainer: ParallelTrainer<B>,
-    source: Arc<DatasetSource>,
-}
-
-impl<B> Mesh<B>
+impl<B> MeshEpochs<B>
 where
     B: ContextParallelBackend,
     B::InnerBackend: GraphAttentionBackend,
 {
-    pub(super) fn new(placement: ParallelPlacement<B>, starting_epoch: usize) -> Self {
+    pub(super) fn new(placement: ParallelPlacement<B>, optimizer: AdamWConfig, starting_epoch: usize) -> Self {
         Self {
             placement,
+            optimizer,
             starting_epoch,
             running: None,
         }
@@ -65,7 +65,6 @@ where
             return;
         };
         let record = running
-            .trainer
             .optimizer_record()
             .unwrap_or_else(|error| panic!("cannot gather the optimizer state from the mesh: {error}"));
         let path = optimizer_file(dir, epoch);
@@ -120,33 +119,26 @@ where
     /// When the mesh cannot start (a configuration that does not fit the model or the batch,
     /// a wrong device count) or the saved optimizer state cannot be read or loaded: a
     /// burn-train strategy has no error channel.
-    fn start<LC>(&mut self, learner: &Learner<LC>, first: &SequenceBatch<B>) -> &mut Running<B>
+    fn start<LC>(&mut self, learner: &Learner<LC>, first: &SequenceBatch<B>) -> &mut MeshEngine<B>
     where
         LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
     {
         let saved = self.running.is_none().then(|| self.saved_optimizer()).flatten();
         let running = self.running.take().unwrap_or_else(|| {
             let placement = &self.placement;
-            let probability = first.structure_dropout.map_or(0.0, |(p, _)| p);
-            let source = Arc::new(DatasetSource::new(first.data.clone(), probability));
-            let options = TrainerOptions::new(first.data.seq_len, first.sequences.len())
-                .with_optimizer(placement.optimizer.clone())
-                .with_timeout(placement.timeout);
+            let setup = EngineSetup {
+                optimizer: self.optimizer.clone(),
+                record: saved,
+                data: first.data.clone(),
+                structure_dropout: first.structure_dropout.map_or(0.0, |(p, _)| p),
+                device: placement.devices[0].clone(),
+                rank_devices: placement.devices.clone(),
+                nodes: None,
+                timeout: placement.timeout,
+            };
             let model = learner.model().valid().into_inner();
-            let mut trainer = ParallelTrainer::new(
-                placement.config.clone(),
-                model,
-                source.clone(),
-                options,
-                placement.devices.clone(),
-            )
-            .unwrap_or_else(|error| panic!("the parallel mesh {:?} cannot start: {error}", placement.config));
-            if let Some(record) = saved {
-                trainer
-                    .load_optimizer_record(record)
-                    .unwrap_or_else(|error| panic!("cannot load the mesh's optimizer state: {error}"));
-            }
-            Running { trainer, source }
+            MeshEngine::start(placement.config.clone(), model, setup, first.sequences.len())
+                .unwrap_or_else(|error| panic!("the parallel mesh {:?} cannot start: {error}", placement.config))
         });
         self.running.insert(running)
     }
@@ -185,17 +177,16 @@ where
             let lr = learner.lr_current();
             let progress = iterator.progress();
             let running = self.start(learner, &batch);
-            if let Some((_, seed)) = batch.structure_dropout {
-                running.source.set_step_seed(seed);
-            }
-            let step = running
-                .trainer
-                .step(&batch.sequences, lr)
-                .unwrap_or_else(|error| panic!("parallel training step failed: {error}"));
+            let seed = batch.structure_dropout.map_or(0, |(_, seed)| seed);
+            // a batch without training nodes changes nothing and reports a loss of 0
+            let loss = running
+                .step(&batch.sequences, lr, seed)
+                .unwrap_or_else(|error| panic!("parallel training step failed: {error}"))
+                .unwrap_or(0.0);
             let device = &batch.device;
             // The mesh reports the loss only: no logits come back from the last stage.
             let output = ClassificationOutput::new(
-                Tensor::<B, 1>::from_floats([step.loss as f32], device),
+                Tensor::<B, 1>::from_floats([loss as f32], device),
                 Tensor::<B, 2>::zeros([0, classes], device),
                 Tensor::<B, 1, Int>::zeros([0], device),
             );
@@ -207,7 +198,6 @@ where
         }
         if let Some(running) = &mut self.running {
             let model = running
-                .trainer
                 .model()
                 .unwrap_or_else(|error| panic!("cannot gather the parameters from the mesh: {error}"));
             let model = NodeClassifier::<B>::from_inner(NodeClassifier::new(model));

@@ -17,7 +17,7 @@
 //! use burn::optim::AdamWConfig;
 //! use burn::optim::lr_scheduler::constant::ConstantLr;
 //! use megagraph_train::burn_train::metric::{AccuracyMetric, LossMetric};
-//! use megagraph_train::burn_train::{Learner, SupervisedTraining};
+//! use megagraph_train::burn_train::SupervisedTraining;
 //! use megagraph_train::{MegaGraphTrainer, NodeClassifier, SequenceBatch, SequenceBatcher, SplitRole,
 //!     SplitSequences, TrainConfig, prepare};
 //!
@@ -35,15 +35,13 @@
 //! let d = &data.dataset;
 //! let model_config = config.model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
 //! let device = Default::default();
-//! let learner = Learner::new(
-//!     NodeClassifier::<B>::init(&model_config, &device),
-//!     AdamWConfig::new().init(),
-//!     ConstantLr::new(2e-3),
-//! );
+//! let trainer = MegaGraphTrainer::<B>::single_device(device).with_optimizer(AdamWConfig::new());
+//! // the learner holds the trainer's optimizer (a mesh's ranks would run the same)
+//! let learner = trainer.learner(NodeClassifier::<B>::init(&model_config, &device), ConstantLr::new(2e-3));
 //! let result = SupervisedTraining::new("artifacts", train, valid)
 //!     .metrics((LossMetric::new(), AccuracyMetric::new()))
 //!     .num_epochs(10)
-//!     .with_training_strategy(MegaGraphTrainer::<B>::single_device(device).into_strategy())
+//!     .with_training_strategy(trainer.into_strategy())
 //!     .launch(learner);
 //! let model = result.model; // NodeClassifier<Flex>
 //! # Ok::<(), megagraph_train::TrainError>(())
@@ -61,4 +59,4 @@ pub use batch::{ScoredBatch, SequenceBatch};
 pub use batcher::SequenceBatcher;
 pub use dataset::SplitSequences;
 pub use model::NodeClassifier;
-pub use strategy::{MegaGraphTrainer, ParallelPlacement, Placement};
+pub use strategy::{MegaGraphTrainer, NodeLearningComponents, ParallelPlacement, Placement};

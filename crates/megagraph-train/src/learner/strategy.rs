@@ -5,18 +5,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use burn::data::dataloader::Progress;
-use burn::optim::AdamWConfig;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::lr_scheduler::LrScheduler;
+use burn::optim::{AdamW, AdamWConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn_train::{
-    Learner, LearningComponentsTypes, SupervisedLearningStrategy, SupervisedTrainingEventProcessor,
-    TrainLoader, TrainingComponents, TrainingModel, TrainingStrategy, ValidLoader,
+    Learner, LearningComponentsMarker, LearningComponentsTypes, SupervisedLearningStrategy,
+    SupervisedTrainingEventProcessor, TrainLoader, TrainingComponents, TrainingModel, TrainingStrategy,
+    ValidLoader,
 };
 use megagraph_models::{GraphAttentionBackend, GraphTransformerConfig};
 use megagraph_parallel::{ContextParallelBackend, ParallelConfig, ParallelConfigError, padded_len};
 
 use super::NodeClassifier;
 use super::epoch::{drain, train_epoch, valid_epoch};
-use super::mesh::Mesh;
+use super::mesh::MeshEpochs;
 
 /// Where a [`MegaGraphTrainer`] runs the training steps.
 #[derive(Clone, Debug)]
@@ -34,8 +37,6 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
     pub config: ParallelConfig,
     /// One device per rank (rank order), or one device shared by all ranks.
     pub devices: Vec<B::Device>,
-    /// The optimizer each rank runs on its own parameters. Default: AdamW's defaults.
-    pub optimizer: AdamWConfig,
     /// How long a rank waits for a peer before failing. Default: 600 s.
     pub timeout: Duration,
     /// Where the ranks' optimizer state is saved after every epoch (`mesh-optimizer-N.mpk`,
@@ -58,9 +59,11 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
 /// - **Parallel**: the learner's model is split into stages and copied to the ranks of a
 ///   `pp x cp x dp` mesh ([`megagraph_parallel::ParallelTrainer`]); each training batch's
 ///   sequence indices go to the mesh, which builds each rank's share of the batch itself. The
-///   learner's scheduler sets the learning rate of every step; each rank runs
-///   [`ParallelPlacement::optimizer`] on its own parameters (the learner's optimizer is not
-///   used). After each epoch the parameters come back into the learner, then validation,
+///   learner's scheduler sets the learning rate of every step; each rank runs the trainer's
+///   [`optimizer`](Self::optimizer) on its own parameters. Build the learner with
+///   [`learner`](Self::learner) so that it holds that same optimizer: burn-train's `Learner`
+///   does not show its optimizer to a strategy, so one built elsewhere with other settings
+///   would train differently on one device than on the mesh. After each epoch the parameters come back into the learner, then validation,
 ///   checkpointing and early stopping run on the main device as usual. Training items report
 ///   the mesh's loss, with no logits (`output` has 0 rows): register accuracy-like metrics for
 ///   validation only. Burn's checkpoint holds the model and scheduler; give
@@ -76,13 +79,20 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
 #[derive(Clone, Debug)]
 pub struct MegaGraphTrainer<B: AutodiffBackend> {
     placement: Placement<B>,
+    optimizer: AdamWConfig,
 }
+
+/// The burn-train components of a learner built by [`MegaGraphTrainer::learner`]: a
+/// [`NodeClassifier`] trained with AdamW under the learning-rate scheduler `LR`.
+pub type NodeLearningComponents<B, LR> =
+    LearningComponentsMarker<B, LR, NodeClassifier<B>, OptimizerAdaptor<AdamW, NodeClassifier<B>, B>>;
 
 impl<B: AutodiffBackend> MegaGraphTrainer<B> {
     /// Trains on `device`.
     pub fn single_device(device: B::Device) -> Self {
         Self {
             placement: Placement::SingleDevice(device),
+            optimizer: AdamWConfig::new(),
         }
     }
 
@@ -95,10 +105,10 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
             placement: Placement::Parallel(ParallelPlacement {
                 config,
                 devices,
-                optimizer: AdamWConfig::new(),
                 timeout: Duration::from_secs(600),
                 optimizer_checkpoints: None,
             }),
+            optimizer: AdamWConfig::new(),
         }
     }
 
@@ -107,13 +117,31 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
         Self::parallel(plan.to_parallel_config(), devices)
     }
 
-    /// Sets the optimizer of the ranks of a parallel placement (ignored on a single device,
-    /// where the learner's optimizer runs).
+    /// Sets the optimizer: the one [`learner`](Self::learner) builds, and the one every rank of
+    /// a parallel placement runs. Default: AdamW's defaults.
     pub fn with_optimizer(mut self, optimizer: AdamWConfig) -> Self {
-        if let Placement::Parallel(parallel) = &mut self.placement {
-            parallel.optimizer = optimizer;
-        }
+        self.optimizer = optimizer;
         self
+    }
+
+    /// The optimizer of the learner and of the ranks (see [`with_optimizer`](Self::with_optimizer)).
+    pub fn optimizer(&self) -> &AdamWConfig {
+        &self.optimizer
+    }
+
+    /// A burn-train `Learner` of `model` with this trainer's [`optimizer`](Self::optimizer) and
+    /// `lr_scheduler`: on one device the learner's optimizer steps, on a mesh every rank runs
+    /// the same settings, so both placements train alike.
+    pub fn learner<LR: LrScheduler + 'static>(
+        &self,
+        model: NodeClassifier<B>,
+        lr_scheduler: LR,
+    ) -> Learner<NodeLearningComponents<B, LR>>
+    where
+        B::InnerBackend: GraphAttentionBackend,
+        B: GraphAttentionBackend,
+    {
+        Learner::new(model, self.optimizer.init(), lr_scheduler)
     }
 
     /// Saves the optimizer state of a parallel placement's ranks in `dir` after every epoch
@@ -201,7 +229,7 @@ where
         let interrupter = components.interrupter;
         let mut mesh = match &self.placement {
             Placement::SingleDevice(_) => None,
-            Placement::Parallel(parallel) => Some(Mesh::<B>::new(parallel.clone(), starting_epoch)),
+            Placement::Parallel(parallel) => Some(MeshEpochs::<B>::new(parallel.clone(), self.optimizer.clone(), starting_epoch)),
         };
 
         for epoch in starting_epoch..=components.num_epochs {

@@ -1,0 +1,268 @@
+//! [`NodeClassificationTrainer`]: the one training loop of the command line and of library
+//! users who want epochs, early stopping and checkpoints without burn-train. The loop
+//! ([`fit_on`](NodeClassificationTrainer::fit_on)) is a few named steps, each in its file:
+//! resume (`resume.rs`), epoch (`epoch.rs`: the stopping rule and the optimizer steps),
+//! evaluate (`evaluate.rs`) and report (`report.rs`); the steps themselves run on one device or
+//! a mesh through the crate's step engines (`engine/`).
+
+mod epoch;
+mod evaluate;
+mod observer;
+mod report;
+mod resume;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use burn::module::{AutodiffModule, Module};
+use burn::optim::AdamWConfig;
+use megagraph_models::{GraphTransformer, GraphTransformerConfig};
+use megagraph_parallel::{ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig};
+
+use crate::checkpoint::Checkpointer;
+use crate::config::{MeshConfig, TrainConfig};
+use crate::data::SequenceDataset;
+use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
+use crate::error::{Result, TrainError};
+use crate::mesh_plan::MeshPlan;
+use crate::metrics::EpochMetrics;
+use crate::parallel::{StepShape, resolve_layout};
+use crate::prefetch::RowLayout;
+
+pub use evaluate::SplitAccuracy;
+pub use observer::{Quiet, TrainObserver, TrainOutcome};
+
+/// Node-classification training of a [`GraphTransformer`] on a [`SequenceDataset`]: AdamW with
+/// warm-up and cosine decay, early stopping on validation accuracy, the best-validation model
+/// kept, checkpoints after every epoch.
+///
+/// Steps run on one device, or on the `pp x cp x dp` mesh of the config's `[mesh]` section
+/// (worker threads through [`megagraph_parallel::ParallelTrainer`]). Either way a step takes the
+/// same sequences, so with dropout 0 the losses agree; checkpoints hold the whole model and its
+/// optimizer state, so a run may resume on another mesh.
+pub struct NodeClassificationTrainer<'a> {
+    config: &'a TrainConfig,
+    data: Arc<SequenceDataset>,
+    nodes: Option<NodeConfig>,
+}
+
+impl<'a> NodeClassificationTrainer<'a> {
+    /// A trainer for `data` (a [`SequenceDataset`] or an `Arc` of one) configured by `config`.
+    pub fn new(config: &'a TrainConfig, data: impl Into<Arc<SequenceDataset>>) -> Self {
+        Self {
+            config,
+            data: data.into(),
+            nodes: None,
+        }
+    }
+
+    /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
+    /// (one device when the layout is `1 x 1 x 1`) and data parallelism spans the nodes. Every
+    /// node must train with the same configuration and data; only node 0 writes checkpoints.
+    pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
+        self.nodes = Some(nodes).filter(NodeConfig::is_multi_node);
+        self
+    }
+
+    /// Whether this process writes checkpoints and reports (node 0, or a single process).
+    pub fn is_lead(&self) -> bool {
+        self.nodes.as_ref().is_none_or(|nodes| nodes.node_rank == 0)
+    }
+
+    /// The dataset.
+    pub fn data(&self) -> &SequenceDataset {
+        &self.data
+    }
+
+    /// The model configuration this trainer builds for its dataset.
+    pub fn model_config(&self) -> GraphTransformerConfig {
+        let d = &self.data.dataset;
+        self.config.model_config(
+            d.features.as_ref().map(|f| f.dim),
+            d.graph.num_nodes(),
+            d.num_classes,
+        )
+    }
+
+    /// The mesh layout the `[mesh]` section asks for, checked against the model and the data;
+    /// `None` for single-device training.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::InvalidConfig`] naming the field when the layout cannot run, or a plan
+    /// error.
+    pub fn layout(&self) -> Result<Option<ParallelConfig>> {
+        if !self.config.mesh.is_parallel() && self.nodes.is_none() {
+            return Ok(None);
+        }
+        let steps = StepShape {
+            seq_len: self.data.seq_len,
+            sequences_per_step: self.batch_size(),
+            num_sequences: self.data.num_sequences(),
+            nodes: self.nodes.as_ref().map_or(1, |nodes| nodes.num_nodes),
+            // the planner's memory model counts the sparse index as it will be built
+            near_pairs_per_row: matches!(self.config.mesh.plan, Some(MeshPlan::Auto)).then(|| self.data.near_pairs_per_row()),
+        };
+        resolve_layout(&self.config.mesh, &self.model_config(), steps).map(Some)
+    }
+
+    fn batch_size(&self) -> usize {
+        self.config
+            .training
+            .batch_size
+            .min(self.data.num_sequences())
+            .max(1)
+    }
+
+    /// Identifies what a checkpoint was trained on; the mesh layout is left out, so a run can
+    /// resume on another layout.
+    fn fingerprint(&self) -> String {
+        let mut config = self.config.clone();
+        config.training.epochs = 0;
+        config.training.max_steps = None;
+        config.training.resume = false;
+        config.training.metrics_out = None;
+        config.training.plot_dir = None;
+        config.mesh = MeshConfig::default();
+        format!(
+            "{:?}",
+            (
+                config,
+                self.data.dataset.name.as_str(),
+                self.data.num_sequences()
+            )
+        )
+    }
+
+    /// Trains on `device` (every rank of a mesh uses it) and returns the best-validation model
+    /// with the report.
+    ///
+    /// # Errors
+    ///
+    /// An invalid layout or configuration, a checkpoint that cannot be written or read, a mesh
+    /// failure naming the rank, or [`TrainError::Interrupted`] when `observer` asks to stop.
+    pub fn fit<B>(
+        &self,
+        device: &B::Device,
+        observer: &mut dyn TrainObserver,
+    ) -> Result<TrainOutcome<B::InnerBackend>>
+    where
+        B: ContextParallelBackend,
+    {
+        self.fit_on::<B>(std::slice::from_ref(device), observer)
+    }
+
+    /// Trains with the ranks of a mesh on `devices`: rank `r` (in `pp x cp x dp` order) on
+    /// `devices[r]`, or every rank on `devices[0]` when one device is given (one GPU, or the
+    /// CPU, whose ranks are threads). The model is built, evaluated and returned on
+    /// `devices[0]`, where single-device training also runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`fit`](Self::fit); no devices, or a device count other than 1 or the mesh's rank
+    /// count, is refused naming the field `devices`.
+    pub fn fit_on<B>(
+        &self,
+        devices: &[B::Device],
+        observer: &mut dyn TrainObserver,
+    ) -> Result<TrainOutcome<B::InnerBackend>>
+    where
+        B: ContextParallelBackend,
+    {
+        let Some(device) = devices.first() else {
+            return Err(TrainError::InvalidConfig {
+                field: "devices",
+                reason: "no device given".into(),
+            });
+        };
+        let layout = self.layout()?;
+        B::seed(device, self.config.training.seed);
+        let initial: GraphTransformer<B> = self.model_config().init(device);
+        let checkpointer = self.config.training.checkpoint_dir.as_ref().map(Checkpointer::new);
+        let start = self.resume::<B>(initial.valid(), checkpointer.as_ref(), device)?;
+        let (mut state, mut best) = (start.state, start.best);
+        let rows = layout.as_ref().map_or(RowLayout::SINGLE, |layout| RowLayout {
+            cp: layout.cp,
+            readers: layout.pp,
+        });
+        let mut engine = self.start_engine(layout, start.model, start.record, devices)?;
+        let plan = self.epoch_plan(rows);
+        let evaluation = self.evaluation_batches();
+
+        let stopped = loop {
+            if let Some(reason) = self.stop_reason(&state) {
+                break reason;
+            }
+            let started = Instant::now();
+            let trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, observer)?;
+            let current = engine.model()?;
+            let accuracy = self.evaluate(&current, &evaluation, device);
+            let epoch = state.epoch + 1;
+            let metrics = EpochMetrics {
+                epoch,
+                loss: trained.loss,
+                train_accuracy: accuracy.train,
+                valid_accuracy: accuracy.valid,
+                test_accuracy: accuracy.test,
+                seconds: started.elapsed().as_secs_f64(),
+                learning_rate: trained.learning_rate,
+            };
+            let improved = state.record_epoch(metrics.clone());
+            if improved {
+                best = current.clone();
+            }
+            observer.epoch_finished(&metrics, improved);
+            if let Some(checkpointer) = checkpointer.as_ref().filter(|_| self.is_lead()) {
+                checkpointer.save::<B, _, _>(&current, &best, engine.optimizer_record()?, &state)?;
+            }
+            if observer.should_stop(epoch) {
+                return Err(TrainError::Interrupted { epoch });
+            }
+        };
+        let report = self.report(state, best.num_params(), &engine.rank_figures(), stopped);
+        Ok(TrainOutcome { model: best, report })
+    }
+
+    /// The engine of the steps: the mesh of `layout` on `devices` (checked: one device, or one
+    /// per rank), or `devices[0]` alone; it starts from `model` and, on resume, `record`.
+    fn start_engine<B: ContextParallelBackend>(
+        &self,
+        layout: Option<ParallelConfig>,
+        model: GraphTransformer<B::InnerBackend>,
+        record: Option<OptimizerRecord<B>>,
+        devices: &[B::Device],
+    ) -> Result<Box<dyn StepEngine<B>>> {
+        let setup = EngineSetup {
+            optimizer: AdamWConfig::new().with_weight_decay(self.config.optimizer.weight_decay as f32),
+            record,
+            data: self.data.clone(),
+            structure_dropout: self.config.data.structure_dropout,
+            device: devices[0].clone(),
+            rank_devices: devices.to_vec(),
+            nodes: self.nodes.clone(),
+            timeout: Duration::from_secs(600),
+        };
+        let Some(layout) = layout else {
+            return Ok(Box::new(SingleDeviceEngine::new(model, setup)));
+        };
+        let world = layout.world_size();
+        if devices.len() != 1 && devices.len() != world {
+            return Err(TrainError::InvalidConfig {
+                field: "devices",
+                reason: format!(
+                    "{} devices for a mesh of {world} ranks: give 1 (shared by every rank) or {world}",
+                    devices.len()
+                ),
+            });
+        }
+        log::info!(
+            "training on a mesh: pp={} cp={} dp={} micro_batches={} stage_layers={:?}",
+            layout.pp,
+            layout.cp,
+            layout.dp,
+            layout.micro_batches,
+            layout.stage_layers
+        );
+        Ok(Box::new(MeshEngine::start(layout, model, setup, self.batch_size())?))
+    }
+}

@@ -1,0 +1,37 @@
+//! What a [`NodeClassificationTrainer`](super::NodeClassificationTrainer) reports while it runs
+//! ([`TrainObserver`]) and what it returns ([`TrainOutcome`]).
+
+use burn::tensor::backend::Backend;
+use megagraph_models::GraphTransformer;
+
+use crate::metrics::{EpochMetrics, TrainReport};
+
+/// Receives progress while a [`NodeClassificationTrainer`](super::NodeClassificationTrainer)
+/// runs (progress bars, logs).
+pub trait TrainObserver {
+    /// An epoch starts; it will take `steps` optimizer steps.
+    fn epoch_started(&mut self, _epoch: usize, _epochs: usize, _steps: usize) {}
+    /// An optimizer step finished with `loss`.
+    fn step_finished(&mut self, _loss: f64) {}
+    /// An epoch finished.
+    fn epoch_finished(&mut self, _metrics: &EpochMetrics, _improved: bool) {}
+    /// Asked after each epoch (and its checkpoint): `true` interrupts training with
+    /// [`TrainError::Interrupted`](crate::TrainError::Interrupted); a later run can `--resume`.
+    fn should_stop(&mut self, _epoch: usize) -> bool {
+        false
+    }
+}
+
+/// A [`TrainObserver`] that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quiet;
+
+impl TrainObserver for Quiet {}
+
+/// The outcome of training: the best-validation model and the report.
+pub struct TrainOutcome<B: Backend> {
+    /// The model with the best validation accuracy.
+    pub model: GraphTransformer<B>,
+    /// Metrics of the run.
+    pub report: TrainReport,
+}
