@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 /// layer norm and a `[hidden -> num_classes]` classifier).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelShape {
-    /// Number of transformer layers `L`.
+    /// Number of transformer layers `L` (0 only in a [`ProfileKey`](crate::ProfileKey), which
+    /// leaves it out of its JSON).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub layers: usize,
     /// Number of attention heads `H`; divides `hidden`.
     pub heads: usize,
@@ -32,6 +34,10 @@ pub struct ModelShape {
     /// Key tile of the attention kernel: attention scores live as `[rows, key_tile, heads]` tiles,
     /// never as a `[seq, seq, heads]` tensor.
     pub key_tile: usize,
+}
+
+fn is_zero(layers: &usize) -> bool {
+    *layers == 0
 }
 
 /// The training workload: how long sequences are and how many make a step.

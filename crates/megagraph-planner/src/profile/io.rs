@@ -97,6 +97,27 @@ mod tests {
         ] {
             assert!(json["attention"][0].get(field).is_some(), "{field}");
         }
+        // the key's fields as before: the shape's beside backend and device, no layer count
+        let key = json["key"].as_object().unwrap();
+        let mut names: Vec<&str> = key.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "backend",
+                "degree_buckets",
+                "device",
+                "distance_buckets",
+                "dtype_bytes",
+                "feature_dim",
+                "ffn",
+                "heads",
+                "hidden",
+                "key_tile",
+                "num_classes"
+            ]
+        );
+        assert_eq!(key["ffn"], shape.ffn_hidden);
     }
 
     #[test]

@@ -46,23 +46,10 @@ pub struct ProfileKey {
     pub device: String,
     /// Bytes per element.
     pub dtype_bytes: usize,
-    /// Attention heads.
-    pub heads: usize,
-    /// Model width.
-    pub hidden: usize,
-    /// FFN width (`ffn` in JSON).
-    #[serde(rename = "ffn")]
-    pub ffn_hidden: usize,
-    /// Node feature width.
-    pub feature_dim: usize,
-    /// Output classes.
-    pub num_classes: usize,
-    /// Distance buckets of the spatial table.
-    pub distance_buckets: usize,
-    /// Degree buckets of the centrality embeddings.
-    pub degree_buckets: usize,
-    /// Key tile of the attention kernel.
-    pub key_tile: usize,
+    /// The model's shape with `layers` 0 (no layer count: its fields stand beside the others
+    /// in JSON, without `layers`).
+    #[serde(flatten)]
+    pub shape: ModelShape,
 }
 
 /// Samples of every part for one [`ProfileKey`].
@@ -123,14 +110,10 @@ impl ProfileKey {
             backend: backend.into(),
             device: device.into(),
             dtype_bytes,
-            heads: shape.heads,
-            hidden: shape.hidden,
-            ffn_hidden: shape.ffn_hidden,
-            feature_dim: shape.feature_dim,
-            num_classes: shape.num_classes,
-            distance_buckets: shape.distance_buckets,
-            degree_buckets: shape.degree_buckets,
-            key_tile: shape.key_tile,
+            shape: ModelShape {
+                layers: 0,
+                ..shape.clone()
+            },
         }
     }
 
@@ -164,14 +147,14 @@ impl ProfileKey {
             clean(&self.backend),
             clean(&self.device),
             self.dtype_bytes,
-            self.heads,
-            self.hidden,
-            self.ffn_hidden,
-            self.feature_dim,
-            self.num_classes,
-            self.distance_buckets,
-            self.degree_buckets,
-            self.key_tile
+            self.shape.heads,
+            self.shape.hidden,
+            self.shape.ffn_hidden,
+            self.shape.feature_dim,
+            self.shape.num_classes,
+            self.shape.distance_buckets,
+            self.shape.degree_buckets,
+            self.shape.key_tile
         )
     }
 }

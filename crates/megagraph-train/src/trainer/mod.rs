@@ -1,9 +1,9 @@
 //! [`NodeClassificationTrainer`]: the one training loop of the command line and of library
 //! users who want epochs, early stopping and checkpoints without burn-train. The loop
 //! ([`fit_on`](NodeClassificationTrainer::fit_on)) is a few named steps, each in its file:
-//! resume ([`resume`]), epoch ([`epoch`]: the stopping rule and the optimizer steps),
-//! evaluate ([`evaluate`]) and report ([`report`]); the steps themselves run on one device or
-//! a mesh through the crate's step engines.
+//! resume (`resume.rs`), epoch (`epoch.rs`: the stopping rule and the optimizer steps),
+//! evaluate (`evaluate.rs`) and report (`report.rs`); the steps themselves run on one device or
+//! a mesh through the crate's step engines (`engine/`).
 
 mod epoch;
 mod evaluate;
