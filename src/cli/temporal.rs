@@ -55,30 +55,30 @@ pub struct TemporalTrainArgs {
     /// Events in the synthetic stream (without a data flag).
     #[arg(long, value_name = "N")]
     pub synthetic_events: Option<usize>,
-    /// Events per batch.
-    #[arg(long, value_name = "N", default_value_t = 600)]
-    pub batch_size: usize,
-    /// Training epochs at most.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub epochs: usize,
-    /// Epochs without a better validation AP before stopping.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub patience: usize,
-    /// Adam's learning rate.
-    #[arg(long, value_name = "LR", default_value_t = 1e-4)]
-    pub lr: f64,
-    /// Width of memory, time encodings and embeddings.
-    #[arg(long, value_name = "D", default_value_t = 100)]
-    pub dim: usize,
-    /// Dropout.
-    #[arg(long, value_name = "P", default_value_t = 0.1)]
-    pub dropout: f64,
-    /// Negatives per test event for MRR (0: no MRR).
-    #[arg(long, value_name = "K", default_value_t = 49)]
-    pub mrr_negatives: usize,
-    /// Seed of parameters, dropout, negatives and sampling.
-    #[arg(long, value_name = "S", default_value_t = 0)]
-    pub seed: u64,
+    /// Events per batch (600).
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// Training epochs at most (10).
+    #[arg(long, value_name = "N")]
+    pub epochs: Option<usize>,
+    /// Epochs without a better validation AP before stopping (3).
+    #[arg(long, value_name = "N")]
+    pub patience: Option<usize>,
+    /// Adam's learning rate (5e-4).
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
+    /// Width of memory, time encodings, embeddings and learned node inputs (100).
+    #[arg(long, value_name = "D")]
+    pub dim: Option<usize>,
+    /// Dropout (0.1).
+    #[arg(long, value_name = "P")]
+    pub dropout: Option<f64>,
+    /// Negatives per test event for MRR; 0: no MRR (49).
+    #[arg(long, value_name = "K")]
+    pub mrr_negatives: Option<usize>,
+    /// Seed of parameters, dropout, negatives and sampling (0).
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
     /// Write a checkpoint (parameters, optimizer, best memory) after every epoch.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
@@ -123,19 +123,21 @@ impl TemporalTrainArgs {
         })
     }
 
+    /// The flags given, over [`TemporalTrainConfig::default`] (the one place of the defaults).
     fn config(&self) -> TemporalTrainConfig {
+        let defaults = TemporalTrainConfig::default();
         TemporalTrainConfig {
             model: self.model,
-            batch_size: self.batch_size,
-            epochs: self.epochs,
-            patience: self.patience,
-            learning_rate: self.lr,
-            seed: self.seed,
-            dim: self.dim,
-            dropout: self.dropout,
-            mrr_negatives: self.mrr_negatives,
+            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
+            epochs: self.epochs.unwrap_or(defaults.epochs),
+            patience: self.patience.unwrap_or(defaults.patience),
+            learning_rate: self.lr.unwrap_or(defaults.learning_rate),
+            seed: self.seed.unwrap_or(defaults.seed),
+            dim: self.dim.unwrap_or(defaults.dim),
+            dropout: self.dropout.unwrap_or(defaults.dropout),
+            mrr_negatives: self.mrr_negatives.unwrap_or(defaults.mrr_negatives),
             checkpoint_dir: self.checkpoint_dir.clone(),
-            ..TemporalTrainConfig::default()
+            ..defaults
         }
     }
 }
