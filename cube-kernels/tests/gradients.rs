@@ -5,7 +5,10 @@ mod common;
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Bool, Tensor, TensorData};
-use common::{Case, Dims, Features, Grads64, Inputs64, assert_close, seeded_rng, uniform, values};
+use common::{
+    Case, Dims, Features, Grads64, Inputs64, assert_close, assert_close_to_scale, seeded_rng,
+    uniform, values,
+};
 use megagraph_kernels::{AttentionOptions, graph_attention};
 use rand::Rng;
 
@@ -160,6 +163,7 @@ fn op_gradients(case: &Case, block_size: usize, r_out: &[f32], r_lse: &[f32]) ->
                 )
             })
             .unwrap_or_default(),
+        table_scale: Vec::new(),
         dense: dense.as_ref().map(grad),
     }
 }
@@ -180,10 +184,13 @@ fn compare(case: &Case, block_size: usize, rng: &mut rand_chacha::ChaCha8Rng, se
     assert_close(&format!("{label} dk"), &got.k, &want.k, TOL, seed);
     assert_close(&format!("{label} dv"), &got.v, &want.v, TOL, seed);
     if case.index.is_some() {
-        assert_close(
+        // each entry sums every pair of its bucket and head, and with few buckets these nearly
+        // cancel: measured against the terms' scale
+        assert_close_to_scale(
             &format!("{label} dtable"),
             &got.table,
             &want.table,
+            &want.table_scale,
             TOL,
             seed,
         );
