@@ -5,6 +5,7 @@
 mod common;
 
 use burn::backend::Flex;
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use common::{
     Case, Dims, Features, assert_close, assert_close_to_scale, seeded_rng, uniform,
@@ -19,7 +20,14 @@ type B = Flex;
 
 const TOL: f64 = 1e-5;
 
-fn float<const D: usize>(values: &[f32], shape: [usize; D]) -> burn::tensor::ops::FloatTensor<B> {
+/// A forward pass of the op: the fused path's or the reference's.
+type Forward = fn(GraphAttentionInputs<B>) -> FloatTensor<B>;
+
+/// A backward pass of the op: the fused path's or the reference's.
+type Backward =
+    fn(GraphAttentionInputs<B>, FloatTensor<B>, FloatTensor<B>) -> GraphAttentionGrads<B>;
+
+fn float<const D: usize>(values: &[f32], shape: [usize; D]) -> FloatTensor<B> {
     common::tensor::<B, D>(values, shape, &Default::default())
         .into_primitive()
         .tensor()
@@ -43,7 +51,7 @@ fn inputs(case: &Case, block_size: usize, sparse: bool) -> GraphAttentionInputs<
     }
 }
 
-fn values<const D: usize>(t: burn::tensor::ops::FloatTensor<B>) -> Vec<f64> {
+fn values<const D: usize>(t: FloatTensor<B>) -> Vec<f64> {
     Tensor::<B, D>::from_primitive(TensorPrimitive::Float(t))
         .into_data()
         .iter::<f64>()
@@ -67,12 +75,8 @@ fn check(
     case: &Case,
     label: &str,
     seed: u64,
-    forward: impl Fn(GraphAttentionInputs<B>) -> burn::tensor::ops::FloatTensor<B>,
-    backward: impl Fn(
-        GraphAttentionInputs<B>,
-        burn::tensor::ops::FloatTensor<B>,
-        burn::tensor::ops::FloatTensor<B>,
-    ) -> GraphAttentionGrads<B>,
+    forward: Forward,
+    backward: Backward,
     block_size: usize,
     sparse: bool,
     rng: &mut rand_chacha::ChaCha8Rng,
@@ -253,12 +257,8 @@ fn run_all(
     case: &Case,
     block_size: usize,
     sparse: bool,
-    forward: impl Fn(GraphAttentionInputs<B>) -> burn::tensor::ops::FloatTensor<B>,
-    backward: impl Fn(
-        GraphAttentionInputs<B>,
-        burn::tensor::ops::FloatTensor<B>,
-        burn::tensor::ops::FloatTensor<B>,
-    ) -> GraphAttentionGrads<B>,
+    forward: Forward,
+    backward: Backward,
     grad: &[f32],
 ) -> Vec<Vec<f64>> {
     let d = case.dims;

@@ -15,11 +15,25 @@
 
 #![allow(dead_code)]
 
+pub mod tracked;
+
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
 use megagraph_kernels::{AttentionBias, BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// The wgpu device of the kernel tests: Mesa llvmpipe through OpenGL (no GPU needed), set up
+/// once per process.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_device() -> burn::backend::wgpu::WgpuDevice {
+    use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, graphics::OpenGl, init_setup};
+    static SETUP: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    SETUP.get_or_init(|| {
+        init_setup::<OpenGl>(&WgpuDevice::Cpu, RuntimeOptions::default());
+    });
+    WgpuDevice::Cpu
+}
 
 /// A seeded generator. The seed comes from `MEGAGRAPH_TEST_SEED` when set (to replay a failure),
 /// otherwise from the system generator; it is printed so a failing run shows it.
