@@ -4,7 +4,9 @@
 //! `common`): masks, chunks whose keys are all masked, rows without a visible key (no NaN),
 //! sizes that are not tile multiples.
 //!
-//! The split target is process-wide, so this file holds one test that sets it in turn.
+//! The split target is process-wide, so this file holds one test that sets it in turn. The other
+//! wgpu tests (cube_wgpu, fusion_wgpu) run below the default target, so their forward passes are
+//! split too and their gradient checks run the backward kernels on a merged log-sum-exp.
 
 #![cfg(feature = "wgpu")]
 
