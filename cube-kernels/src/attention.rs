@@ -3,6 +3,7 @@
 use burn::tensor::Tensor;
 
 use crate::backend::{DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs};
+use crate::error::check_dims;
 use crate::reference::{float, primitive};
 use crate::{AttentionBias, AttentionError, BucketIndex};
 
@@ -32,6 +33,28 @@ pub struct AttentionOutput<B: burn::tensor::backend::Backend> {
     /// Log-sum-exp of each row's logits: `[batch, heads, q_len]`. `-inf` for rows without a
     /// visible key. In the backend's float dtype (`f32` on the default backends).
     pub lse: Tensor<B, 3>,
+}
+
+impl<B: burn::tensor::backend::Backend> AttentionOutput<B> {
+    /// Splits the op's packed result `[batch, heads, q_len, head_dim + 1]` (the output, then the
+    /// log-sum-exp) into output and log-sum-exp.
+    pub fn from_packed(packed: Tensor<B, 4>) -> Self {
+        let [batch, heads, q_len, width] = packed.dims();
+        let head_dim = width - 1;
+        Self {
+            output: packed
+                .clone()
+                .slice([0..batch, 0..heads, 0..q_len, 0..head_dim]),
+            lse: packed
+                .slice([0..batch, 0..heads, 0..q_len, head_dim..width])
+                .reshape([batch, heads, q_len]),
+        }
+    }
+
+    /// The packed layout of [`Self::from_packed`].
+    pub fn into_packed(self) -> Tensor<B, 4> {
+        Tensor::cat(vec![self.output, self.lse.unsqueeze_dim::<4>(3)], 3)
+    }
 }
 
 /// Exact biased attention over one block of keys, computed tile by tile with an online softmax.
@@ -199,34 +222,7 @@ pub fn graph_attention<B: GraphAttentionBackend>(
         scale,
         block_size: options.block_size,
     };
-    let packed: Tensor<B, 4> = float(B::graph_attention_forward(inputs));
-    let output = packed
-        .clone()
-        .slice([0..batch, 0..heads, 0..q_len, 0..head_dim]);
-    let lse = packed
-        .slice([0..batch, 0..heads, 0..q_len, head_dim..head_dim + 1])
-        .reshape([batch, heads, q_len]);
-    Ok(AttentionOutput { output, lse })
-}
-
-/// Checks `actual` against `expected` (`(name, size)` per dimension).
-fn check_dims(
-    tensor: &'static str,
-    actual: &[usize],
-    expected: &[(&'static str, usize)],
-) -> Result<(), AttentionError> {
-    for (&size, &(dim, want)) in actual.iter().zip(expected) {
-        if size != want {
-            return Err(AttentionError::ShapeMismatch {
-                tensor,
-                dim,
-                expected: want,
-                actual: size,
-                shape: actual.to_vec(),
-            });
-        }
-    }
-    Ok(())
+    Ok(AttentionOutput::from_packed(float(B::graph_attention_forward(inputs))))
 }
 
 #[cfg(test)]

@@ -20,3 +20,7 @@ pub type WgpuKernels = burn_cubecl::CubeBackend<WgpuRuntime, f32, i32, u32>;
 /// Burn's CubeCL backend on CUDA, `f32` floats.
 #[cfg(feature = "cuda")]
 pub type CudaKernels = burn_cubecl::CubeBackend<CudaRuntime, f32, i32, u8>;
+
+/// Split-K of the kernels' forward pass: the target of cubes below which the keys are split
+/// over several cubes and merged by log-sum-exp.
+pub use crate::cube::split_k::{DEFAULT_SPLIT_K_TARGET_CUBES, set_split_k_target_cubes};

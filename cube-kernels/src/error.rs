@@ -85,3 +85,23 @@ pub enum AttentionError {
     #[error("graph attention distance index: {0}")]
     IndexData(String),
 }
+
+/// Checks `actual` against `expected` (`(name, size)` per dimension).
+pub(crate) fn check_dims(
+    tensor: &'static str,
+    actual: &[usize],
+    expected: &[(&'static str, usize)],
+) -> Result<(), AttentionError> {
+    for (&size, &(dim, want)) in actual.iter().zip(expected) {
+        if size != want {
+            return Err(AttentionError::ShapeMismatch {
+                tensor,
+                dim,
+                expected: want,
+                actual: size,
+                shape: actual.to_vec(),
+            });
+        }
+    }
+    Ok(())
+}

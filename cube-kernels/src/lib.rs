@@ -18,7 +18,9 @@
 //! fused_cpu` in the workspace root). With the `wgpu` or `cuda` feature, `CubeBackend` runs the
 //! op as CubeCL kernels, and so does `Fusion<CubeBackend>` (Burn's `burn::backend::Wgpu` /
 //! `Cuda` with its default `fusion` feature), where each pass is one custom operation of the
-//! fusion stream.
+//! fusion stream. With few query rows (too few cubes to fill the device) their forward pass
+//! splits the keys over several cubes and merges the parts by log-sum-exp (split-K, see
+//! `backends::set_split_k_target_cubes`).
 
 #![warn(missing_docs)]
 

@@ -3,6 +3,7 @@
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
+use crate::error::check_dims;
 use crate::{AttentionError, AttentionOutput};
 
 /// Combines [`AttentionOutput`]s of the same queries over disjoint key blocks into the result
@@ -27,11 +28,15 @@ pub fn merge_partials<B: Backend>(
         return Err(AttentionError::NoPartials);
     };
     let [batch, heads, q_len, head_dim] = first.output.dims();
-    let names = ["batch", "heads", "q_len", "head_dim"];
-    let expected = [batch, heads, q_len, head_dim];
+    let expected = [
+        ("batch", batch),
+        ("heads", heads),
+        ("q_len", q_len),
+        ("head_dim", head_dim),
+    ];
     for part in &parts {
-        check("parts[].output", &part.output.dims(), &names, &expected)?;
-        check("parts[].lse", &part.lse.dims(), &names[..3], &expected[..3])?;
+        check_dims("parts[].output", &part.output.dims(), &expected)?;
+        check_dims("parts[].lse", &part.lse.dims(), &expected[..3])?;
     }
     if parts.len() == 1 {
         return parts.into_iter().next().ok_or(AttentionError::NoPartials);
@@ -64,26 +69,6 @@ pub fn merge_partials<B: Backend>(
         output,
         lse: lse.reshape([batch, heads, q_len]),
     })
-}
-
-fn check(
-    tensor: &'static str,
-    actual: &[usize],
-    names: &[&'static str],
-    expected: &[usize],
-) -> Result<(), AttentionError> {
-    for ((&size, &dim), &want) in actual.iter().zip(names).zip(expected) {
-        if size != want {
-            return Err(AttentionError::ShapeMismatch {
-                tensor,
-                dim,
-                expected: want,
-                actual: size,
-                shape: actual.to_vec(),
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

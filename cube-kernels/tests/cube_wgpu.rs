@@ -7,14 +7,12 @@
 
 mod common;
 
-use std::sync::OnceLock;
-
-use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, WgpuRuntime, graphics::OpenGl, init_setup};
+use burn::backend::wgpu::{WgpuDevice, WgpuRuntime};
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Bool, Tensor, TensorData};
-use common::{Case, Dims, Features, assert_close, seeded_rng, uniform, values};
-use megagraph_kernels::{AttentionOptions, GraphAttentionBackend, graph_attention};
+use burn::tensor::backend::Backend;
+use common::tracked::{RunOptions, result_names, tracked_run};
+use common::{Case, Dims, Features, assert_close, seeded_rng, uniform};
+use megagraph_kernels::GraphAttentionBackend;
 
 /// The kernels' backend: plain `CubeBackend` (no fusion) over wgpu.
 type Wgpu = burn::backend::wgpu::CubeBackend<WgpuRuntime, f32, i32, u32>;
@@ -22,84 +20,7 @@ type Wgpu = burn::backend::wgpu::CubeBackend<WgpuRuntime, f32, i32, u32>;
 const TOL: f64 = 1e-5;
 
 fn device() -> WgpuDevice {
-    static SETUP: OnceLock<()> = OnceLock::new();
-    SETUP.get_or_init(|| {
-        init_setup::<OpenGl>(&WgpuDevice::Cpu, RuntimeOptions::default());
-    });
-    WgpuDevice::Cpu
-}
-
-/// Output, lse and the gradients (q, k, v, table, dense) of
-/// `Σ out∘r_out + Σ lse∘r_lse` (rows with a visible key) on the autodiff backend `A`.
-///
-/// With `permuted`, `q` reaches the op as a non-contiguous view (`[batch, q_len, heads, head_dim]`
-/// storage with dims 1 and 2 swapped, as a model splitting heads produces it).
-fn run<A: GraphAttentionBackend + AutodiffBackend>(
-    case: &Case,
-    device: &A::Device,
-    block_size: usize,
-    r_out: &[f32],
-    r_lse: &[f32],
-    permuted: bool,
-) -> Vec<Vec<f64>> {
-    let d = case.dims;
-    let q_leaf = if permuted {
-        let stored = common::tensor::<A, 4>(&case.q, case.q_shape(), device)
-            .swap_dims(1, 2)
-            .into_data();
-        Tensor::<A, 4>::from_data(stored, device).require_grad()
-    } else {
-        common::tensor::<A, 4>(&case.q, case.q_shape(), device).require_grad()
-    };
-    let q = if permuted {
-        q_leaf.clone().swap_dims(1, 2)
-    } else {
-        q_leaf.clone()
-    };
-    let k = common::tensor::<A, 4>(&case.k, case.kv_shape(), device).require_grad();
-    let v = common::tensor::<A, 4>(&case.v, case.kv_shape(), device).require_grad();
-    let mut bias = case.bias::<A>(device);
-    if let Some(distance) = &mut bias.distance {
-        distance.table = distance.table.clone().require_grad();
-    }
-    bias.dense = bias.dense.map(|t| t.require_grad());
-    let table = bias.distance.as_ref().map(|dist| dist.table.clone());
-    let dense = bias.dense.clone();
-    let options = AttentionOptions {
-        scale: Some(case.scale),
-        block_size,
-    };
-    let result = graph_attention(q.clone(), k.clone(), v.clone(), bias, &options)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let unseen = Tensor::<A, 3, Bool>::from_data(
-        TensorData::new(case.all_masked_rows(), [d.batch, d.heads, d.q_len]),
-        device,
-    );
-    let mut found = vec![values(result.output.clone()), values(result.lse.clone())];
-    let loss = (result.output * common::tensor::<A, 4>(r_out, case.q_shape(), device)).sum()
-        + (result.lse.mask_fill(unseen, 0.0)
-            * common::tensor::<A, 3>(r_lse, [d.batch, d.heads, d.q_len], device))
-        .sum();
-    let grads = loss.backward();
-    let grad4 =
-        |t: &Tensor<A, 4>| values(t.grad(&grads).unwrap_or_else(|| panic!("missing gradient")));
-    let d_q = q_leaf
-        .grad(&grads)
-        .unwrap_or_else(|| panic!("missing q gradient"));
-    found.push(values(if permuted { d_q.swap_dims(1, 2) } else { d_q }));
-    found.push(grad4(&k));
-    found.push(grad4(&v));
-    if let Some(table) = table {
-        found.push(values(
-            table
-                .grad(&grads)
-                .unwrap_or_else(|| panic!("missing table gradient")),
-        ));
-    }
-    if let Some(dense) = dense {
-        found.push(grad4(&dense));
-    }
-    found
+    common::wgpu_device()
 }
 
 fn compare(case: &Case, seed: u64, rng: &mut rand_chacha::ChaCha8Rng, permuted: bool) {
@@ -116,15 +37,19 @@ fn compare_with_block(
     let d = case.dims;
     let r_out = uniform(rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
     let r_lse = uniform(rng, d.batch * d.heads * d.q_len, 1.0);
-    let flex = run::<Autodiff<Flex>>(case, &Default::default(), 16, &r_out, &r_lse, false);
-    let wgpu = run::<Autodiff<Wgpu>>(case, &device(), block_size, &r_out, &r_lse, permuted);
-    let mut names = vec!["output", "lse", "dq", "dk", "dv"];
-    if case.index.is_some() {
-        names.push("dtable");
-    }
-    if case.dense.is_some() {
-        names.push("ddense");
-    }
+    let flex = tracked_run::<Autodiff<Flex>>(
+        case,
+        &Default::default(),
+        RunOptions::block(16),
+        &r_out,
+        &r_lse,
+    );
+    let options = RunOptions {
+        permuted,
+        ..RunOptions::block(block_size)
+    };
+    let wgpu = tracked_run::<Autodiff<Wgpu>>(case, &device(), options, &r_out, &r_lse);
+    let names = result_names(case);
     assert_eq!(flex.len(), names.len());
     for ((name, w), f) in names.iter().zip(&wgpu).zip(&flex) {
         assert_close(&format!("wgpu vs flex {:?}: {name}", d), w, f, TOL, seed);
@@ -273,7 +198,8 @@ fn wgpu_all_masked_rows_give_no_nan() {
     let d = case.dims;
     let r_out = uniform(&mut rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
     let r_lse = uniform(&mut rng, d.batch * d.heads * d.q_len, 1.0);
-    let found = run::<Autodiff<Wgpu>>(&case, &device(), 16, &r_out, &r_lse, false);
+    let found =
+        tracked_run::<Autodiff<Wgpu>>(&case, &device(), RunOptions::block(16), &r_out, &r_lse);
     for (n, values) in found.iter().enumerate() {
         assert!(values.iter().all(|x| !x.is_nan()), "NaN in result {n}");
     }

@@ -9,17 +9,16 @@
 
 mod common;
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
-use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, graphics::OpenGl, init_setup};
+use burn::backend::wgpu::WgpuDevice;
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Bool, Tensor, TensorData};
+use burn::tensor::Tensor;
+use common::tracked::{RunOptions, result_names, tracked_run};
 use common::{Case, Dims, Features, assert_close, seeded_rng, uniform, values};
 use megagraph_kernels::backends::WgpuKernels;
 use megagraph_kernels::{
-    AttentionOptions, DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs,
-    graph_attention, reference,
+    AttentionOptions, DistanceBiasPrimitive, GraphAttentionInputs, graph_attention, reference,
 };
 use rand_chacha::ChaCha8Rng;
 
@@ -34,70 +33,7 @@ const BLOCK_SIZE: usize = 16;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn device() -> WgpuDevice {
-    static SETUP: OnceLock<()> = OnceLock::new();
-    SETUP.get_or_init(|| {
-        init_setup::<OpenGl>(&WgpuDevice::Cpu, RuntimeOptions::default());
-    });
-    WgpuDevice::Cpu
-}
-
-/// Output, lse and the gradients (q, k, v, then table and dense when present) of
-/// `Σ out∘r_out + Σ lse∘r_lse` (rows with a visible key) on the autodiff backend `A`.
-fn run<A: GraphAttentionBackend + AutodiffBackend>(
-    case: &Case,
-    sparse: bool,
-    device: &A::Device,
-    r_out: &[f32],
-    r_lse: &[f32],
-) -> Vec<Vec<f64>> {
-    let d = case.dims;
-    let q = common::tensor::<A, 4>(&case.q, case.q_shape(), device).require_grad();
-    let k = common::tensor::<A, 4>(&case.k, case.kv_shape(), device).require_grad();
-    let v = common::tensor::<A, 4>(&case.v, case.kv_shape(), device).require_grad();
-    let mut bias = case.bias_with::<A>(device, sparse);
-    if let Some(distance) = &mut bias.distance {
-        distance.table = distance.table.clone().require_grad();
-    }
-    bias.dense = bias.dense.map(|t| t.require_grad());
-    let table = bias.distance.as_ref().map(|dist| dist.table.clone());
-    let dense = bias.dense.clone();
-    let options = AttentionOptions {
-        scale: Some(case.scale),
-        block_size: BLOCK_SIZE,
-    };
-    let result = graph_attention(q.clone(), k.clone(), v.clone(), bias, &options)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let unseen = Tensor::<A, 3, Bool>::from_data(
-        TensorData::new(case.all_masked_rows(), [d.batch, d.heads, d.q_len]),
-        device,
-    );
-    let mut found = vec![values(result.output.clone()), values(result.lse.clone())];
-    let loss = (result.output * common::tensor::<A, 4>(r_out, case.q_shape(), device)).sum()
-        + (result.lse.mask_fill(unseen, 0.0)
-            * common::tensor::<A, 3>(r_lse, [d.batch, d.heads, d.q_len], device))
-        .sum();
-    let grads = loss.backward();
-    let grad4 = |t: &Tensor<A, 4>| values(t.grad(&grads).expect("gradient of an input"));
-    found.extend([grad4(&q), grad4(&k), grad4(&v)]);
-    if let Some(table) = table {
-        found.push(values(table.grad(&grads).expect("table gradient")));
-    }
-    if let Some(dense) = dense {
-        found.push(grad4(&dense));
-    }
-    found
-}
-
-/// The names of [`run`]'s results for `case`.
-fn names(case: &Case) -> Vec<&'static str> {
-    let mut names = vec!["output", "lse", "dq", "dk", "dv"];
-    if case.index.is_some() {
-        names.push("dtable");
-    }
-    if case.dense.is_some() {
-        names.push("ddense");
-    }
-    names
+    common::wgpu_device()
 }
 
 /// Runs `case` on `Autodiff<Wgpu>` (fused), `Autodiff<WgpuKernels>` (plain) and
@@ -107,10 +43,14 @@ fn compare(case: &Case, sparse: bool, seed: u64, rng: &mut ChaCha8Rng) -> Vec<f6
     let d = case.dims;
     let r_out = uniform(rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
     let r_lse = uniform(rng, d.batch * d.heads * d.q_len, 1.0);
-    let mut fused = run::<Autodiff<Fused>>(case, sparse, &device(), &r_out, &r_lse);
-    let plain = run::<Autodiff<WgpuKernels>>(case, sparse, &device(), &r_out, &r_lse);
-    let flex = run::<Autodiff<Flex>>(case, sparse, &Default::default(), &r_out, &r_lse);
-    let names = names(case);
+    let options = RunOptions {
+        sparse,
+        ..RunOptions::block(BLOCK_SIZE)
+    };
+    let mut fused = tracked_run::<Autodiff<Fused>>(case, &device(), options, &r_out, &r_lse);
+    let plain = tracked_run::<Autodiff<WgpuKernels>>(case, &device(), options, &r_out, &r_lse);
+    let flex = tracked_run::<Autodiff<Flex>>(case, &Default::default(), options, &r_out, &r_lse);
+    let names = result_names(case);
     assert_eq!(fused.len(), names.len());
     for (((name, f), p), r) in names.iter().zip(&fused).zip(&plain).zip(&flex) {
         let what = format!("{d:?} sparse {sparse}: {name}");

@@ -11,7 +11,7 @@ use burn::backend::flex::FlexTensor;
 use rayon::prelude::*;
 
 use super::tile::{self, exp_shifted, matmul_acc, matmul_nn, matmul_tn_acc};
-use super::{HostInputs, KeyTiles, QUERY_TILE, TABLE_BANKS, TableBanks, floats, tensor};
+use super::{Head, HostInputs, KeyTiles, QUERY_TILE, TABLE_BANKS, TableBanks, floats, tensor};
 use crate::GraphAttentionGrads;
 
 /// Backward pass on the host, as
@@ -24,7 +24,7 @@ pub(super) fn backward(
 ) -> GraphAttentionGrads<Flex> {
     let dims = host.dims;
     let (q_len, k_len, dh) = (dims.q_len, dims.k_len, dims.head_dim);
-    let tiles = KeyTiles::new(k_len, host.key_tile, dh);
+    let tiles = KeyTiles::new(k_len, host.block_size, dh);
     let buckets = host.distance.as_ref().map_or(0, |d| d.buckets);
     let heads_total = dims.batch * dims.heads;
     // Query chunks per (batch, head): enough tasks for every thread twice over.
@@ -56,19 +56,9 @@ pub(super) fn backward(
         .zip(d_dense_parts.par_iter_mut())
         .enumerate()
         .map(|(bh, (((d_q, d_k), d_v), d_dense))| {
-            let (b, h) = (bh / dims.heads, bh % dims.heads);
-            let k = &floats(&host.k)[bh * k_len * dh..(bh + 1) * k_len * dh];
-            let v = &floats(&host.v)[bh * k_len * dh..(bh + 1) * k_len * dh];
-            let (kt, vt) = (tiles.transpose(k), tiles.transpose(v));
             let head = HeadBackward {
-                host,
-                tiles: &tiles,
-                kt: &kt,
-                vt: &vt,
-                k_rows: k,
+                head: Head::new(host, &tiles, bh),
                 saved: &saved,
-                b,
-                h,
                 buckets,
             };
             let dense_rows: Vec<Option<&mut [f32]>> = match d_dense.take() {
@@ -155,17 +145,20 @@ impl TaskGrads {
     }
 }
 
+/// One query tile of a task: rows `first_row..first_row + rows`, their query and dense-bias
+/// gradient rows, and the task's key, value and table gradients to add to.
+struct QueryTile<'a> {
+    first_row: usize,
+    rows: usize,
+    d_q: &'a mut [f32],
+    d_dense: Option<&'a mut [f32]>,
+    grads: &'a mut TaskGrads,
+}
+
 /// The backward pass of one (batch, head).
 struct HeadBackward<'a> {
-    host: &'a HostInputs,
-    tiles: &'a KeyTiles,
-    kt: &'a [f32],
-    vt: &'a [f32],
-    /// Key rows of this (batch, head), `[k_len, head_dim]`.
-    k_rows: &'a [f32],
+    head: Head<'a>,
     saved: &'a Saved<'a>,
-    b: usize,
-    h: usize,
     buckets: usize,
 }
 
@@ -174,9 +167,9 @@ impl HeadBackward<'_> {
     /// their query gradient into `d_q` and, with a dense bias, its gradient into `d_dense`;
     /// returns the key, value and table gradients of these rows' attention.
     fn run(&self, first_row: usize, d_q: &mut [f32], mut d_dense: Option<&mut [f32]>) -> TaskGrads {
-        let dims = self.host.dims;
+        let dims = self.head.host.dims;
         let dh = dims.head_dim;
-        let mut grads = TaskGrads::zeros(self.tiles, self.buckets);
+        let mut grads = TaskGrads::zeros(self.head.tiles, self.buckets);
         let chunk = d_q.len() / dh;
         let mut i0 = 0;
         while i0 < chunk {
@@ -184,66 +177,53 @@ impl HeadBackward<'_> {
             let d_dense_rows = d_dense
                 .as_deref_mut()
                 .map(|all| &mut all[i0 * dims.k_len..(i0 + rows) * dims.k_len]);
-            self.query_tile(
-                first_row + i0,
+            self.query_tile(QueryTile {
+                first_row: first_row + i0,
                 rows,
-                &mut d_q[i0 * dh..(i0 + rows) * dh],
-                d_dense_rows,
-                &mut grads,
-            );
+                d_q: &mut d_q[i0 * dh..(i0 + rows) * dh],
+                d_dense: d_dense_rows,
+                grads: &mut grads,
+            });
             i0 += rows;
         }
         grads
     }
 
-    /// One query tile `first_row..first_row + rows` against every key tile; in 8-lane AVX2
-    /// registers where the processor has them.
-    fn query_tile(
-        &self,
-        first_row: usize,
-        rows: usize,
-        d_q: &mut [f32],
-        d_dense: Option<&mut [f32]>,
-        grads: &mut TaskGrads,
-    ) {
+    /// One query tile against every key tile; in 8-lane AVX2 registers where the processor has
+    /// them.
+    fn query_tile(&self, job: QueryTile<'_>) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the processor supports AVX2 (checked just above).
-            unsafe { self.query_tile_avx2(first_row, rows, d_q, d_dense, grads) };
+            unsafe { self.query_tile_avx2(job) };
             return;
         }
-        self.query_tile_portable(first_row, rows, d_q, d_dense, grads);
+        self.query_tile_portable(job);
     }
 
     /// [`Self::query_tile_portable`] compiled for AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn query_tile_avx2(
-        &self,
-        first_row: usize,
-        rows: usize,
-        d_q: &mut [f32],
-        d_dense: Option<&mut [f32]>,
-        grads: &mut TaskGrads,
-    ) {
-        self.query_tile_portable(first_row, rows, d_q, d_dense, grads);
+    unsafe fn query_tile_avx2(&self, job: QueryTile<'_>) {
+        self.query_tile_portable(job);
     }
 
     /// The body of [`Self::query_tile`], inlined into each instruction-set variant.
     #[inline(always)]
-    fn query_tile_portable(
-        &self,
-        first_row: usize,
-        rows: usize,
-        d_q: &mut [f32],
-        mut d_dense: Option<&mut [f32]>,
-        grads: &mut TaskGrads,
-    ) {
-        let host = self.host;
+    fn query_tile_portable(&self, job: QueryTile<'_>) {
+        let QueryTile {
+            first_row,
+            rows,
+            d_q,
+            mut d_dense,
+            grads,
+        } = job;
+        let head = &self.head;
+        let host = head.host;
         let dims = host.dims;
         let (dh, k_len) = (dims.head_dim, dims.k_len);
         let stride = dh + 1;
-        let bh = self.b * dims.heads + self.h;
+        let bh = head.b * dims.heads + head.h;
         let q = &floats(&host.q)[(bh * dims.q_len + first_row) * dh..];
         let qs: Vec<f32> = q[..rows * dh].iter().map(|x| x * host.scale).collect();
         // Per row: the saved lse (-inf → f32::MIN, so that masked logits give e^-inf = 0), dO,
@@ -260,21 +240,21 @@ impl HeadBackward<'_> {
             let dot: f32 = out[..dh].iter().zip(&grad[..dh]).map(|(o, g)| o * g).sum();
             shift[i] = dot - grad[dh];
         }
-        let max_width = tile::padded(host.key_tile);
+        let max_width = tile::padded(host.block_size);
         let mut p = vec![0.0f32; rows * max_width];
         let mut d_s = vec![0.0f32; rows * max_width];
         let mut banks: TableBanks = [[0.0; 256]; TABLE_BANKS];
-        for &(j0, t, offset) in &self.tiles.tiles {
+        for &(j0, t, offset) in &head.tiles.tiles {
             let width = tile::padded(t);
             let block = offset..offset + dh * width;
-            let (kt, vt) = (&self.kt[block.clone()], &self.vt[block.clone()]);
+            let (kt, vt) = (&head.kt[block.clone()], &head.vt[block.clone()]);
             let (p, d_s) = (&mut p[..rows * width], &mut d_s[..rows * width]);
             matmul_nn(&qs, kt, p, rows, dh, width);
             // dP = dO·vᵀ, into d_s
             matmul_nn(&d_out, vt, d_s, rows, dh, width);
             for i in 0..rows {
                 let p_row = &mut p[i * width..(i + 1) * width];
-                host.add_bias(self.b, self.h, first_row + i, j0, &mut p_row[..t]);
+                host.add_bias(head.b, head.h, first_row + i, j0, &mut p_row[..t]);
                 p_row[t..].fill(f32::NEG_INFINITY);
                 exp_shifted(p_row, lse[i]);
                 let d_s_row = &mut d_s[i * width..(i + 1) * width];
@@ -282,13 +262,13 @@ impl HeadBackward<'_> {
                     *ds = pr * (*ds - shift[i]);
                 }
                 if let Some(d) = &host.distance {
-                    d.add_table_grad(self.b, first_row + i, j0, &dims, &d_s_row[..t], &mut banks);
+                    d.add_table_grad(head.b, first_row + i, j0, &dims, &d_s_row[..t], &mut banks);
                 }
                 if let Some(d_dense) = d_dense.as_deref_mut() {
                     d_dense[i * k_len + j0..i * k_len + j0 + t].copy_from_slice(&d_s_row[..t]);
                 }
             }
-            let k_rows = &self.k_rows[j0 * dh..(j0 + t) * dh];
+            let k_rows = &head.k_rows[j0 * dh..(j0 + t) * dh];
             matmul_acc(d_s, k_rows, kt, d_q, rows, dh, t, width);
             matmul_tn_acc(&qs, d_s, &mut grads.d_kt[block.clone()], rows, dh, width);
             matmul_tn_acc(&d_out, p, &mut grads.d_vt[block], rows, dh, width);

@@ -5,7 +5,7 @@ use burn::backend::flex::FlexTensor;
 use rayon::prelude::*;
 
 use super::tile::{self, exp, exp_shifted, matmul_acc, matmul_nn};
-use super::{HostInputs, KeyTiles, QUERY_TILE, floats, tensor};
+use super::{Head, HostInputs, KeyTiles, QUERY_TILE, floats, tensor};
 
 /// Forward pass on the host; returns the packed `[batch, heads, q_len, head_dim + 1]` result
 /// (output, then the row's log-sum-exp), as
@@ -15,32 +15,20 @@ pub(super) fn forward(host: &HostInputs) -> FlexTensor {
     let (q_len, k_len, dh) = (dims.q_len, dims.k_len, dims.head_dim);
     let stride = dh + 1;
     let mut packed = vec![0.0f32; dims.batch * dims.heads * q_len * stride];
-    let (q, k, v) = (floats(&host.q), floats(&host.k), floats(&host.v));
-    let tiles = KeyTiles::new(k_len, host.key_tile, dh);
+    let q = floats(&host.q);
+    let tiles = KeyTiles::new(k_len, host.block_size, dh);
     packed
         .par_chunks_mut(q_len * stride)
         .enumerate()
         .for_each(|(bh, out)| {
-            let (b, h) = (bh / dims.heads, bh % dims.heads);
-            let kt = tiles.transpose(&k[bh * k_len * dh..(bh + 1) * k_len * dh]);
-            let v_rows = &v[bh * k_len * dh..(bh + 1) * k_len * dh];
-            let vt = tiles.transpose(v_rows);
+            let head = Head::new(host, &tiles, bh);
             out.par_chunks_mut(QUERY_TILE * stride)
                 .enumerate()
                 .for_each(|(tile_index, out)| {
                     let i0 = tile_index * QUERY_TILE;
                     let rows = out.len() / stride;
                     let q_rows = &q[(bh * q_len + i0) * dh..(bh * q_len + i0 + rows) * dh];
-                    let block = QueryBlock {
-                        host,
-                        tiles: &tiles,
-                        kt: &kt,
-                        vt: &vt,
-                        v_rows,
-                        b,
-                        h,
-                        i0,
-                    };
+                    let block = QueryBlock { head: &head, i0 };
                     block.run(q_rows, out);
                 });
         });
@@ -49,16 +37,7 @@ pub(super) fn forward(host: &HostInputs) -> FlexTensor {
 
 /// One (batch, head, query tile) of the forward pass.
 struct QueryBlock<'a> {
-    host: &'a HostInputs,
-    tiles: &'a KeyTiles,
-    /// Transposed key tiles of this (batch, head).
-    kt: &'a [f32],
-    /// Transposed value tiles of this (batch, head).
-    vt: &'a [f32],
-    /// Value rows of this (batch, head), `[k_len, head_dim]`.
-    v_rows: &'a [f32],
-    b: usize,
-    h: usize,
+    head: &'a Head<'a>,
     /// First query row.
     i0: usize,
 }
@@ -86,23 +65,24 @@ impl QueryBlock<'_> {
     /// The body of [`Self::run`], inlined into each instruction-set variant.
     #[inline(always)]
     fn run_portable(&self, q_rows: &[f32], out: &mut [f32]) {
-        let dh = self.host.dims.head_dim;
+        let head = self.head;
+        let dh = head.host.dims.head_dim;
         let rows = q_rows.len() / dh;
-        let qs: Vec<f32> = q_rows.iter().map(|x| x * self.host.scale).collect();
+        let qs: Vec<f32> = q_rows.iter().map(|x| x * head.host.scale).collect();
         let mut max = vec![f32::MIN; rows];
         let mut sum = vec![0.0f32; rows];
         let mut acc = vec![0.0f32; rows * dh];
-        let mut s = vec![0.0f32; rows * tile::padded(self.host.key_tile)];
-        for &(j0, t, offset) in &self.tiles.tiles {
+        let mut s = vec![0.0f32; rows * tile::padded(head.host.block_size)];
+        for &(j0, t, offset) in &head.tiles.tiles {
             let width = tile::padded(t);
-            let kt = &self.kt[offset..offset + dh * width];
-            let vt = &self.vt[offset..offset + dh * width];
+            let kt = &head.kt[offset..offset + dh * width];
+            let vt = &head.vt[offset..offset + dh * width];
             let s = &mut s[..rows * width];
             matmul_nn(&qs, kt, s, rows, dh, width);
             for i in 0..rows {
                 let row = &mut s[i * width..(i + 1) * width];
-                self.host
-                    .add_bias(self.b, self.h, self.i0 + i, j0, &mut row[..t]);
+                head.host
+                    .add_bias(head.b, head.h, self.i0 + i, j0, &mut row[..t]);
                 row[t..].fill(f32::NEG_INFINITY);
                 let new_max = max[i].max(tile::max(row));
                 let alpha = exp(max[i] - new_max);
@@ -113,7 +93,7 @@ impl QueryBlock<'_> {
                     .for_each(|a| *a *= alpha);
                 max[i] = new_max;
             }
-            let v_rows = &self.v_rows[j0 * dh..(j0 + t) * dh];
+            let v_rows = &head.v_rows[j0 * dh..(j0 + t) * dh];
             matmul_acc(s, v_rows, vt, &mut acc, rows, dh, t, width);
         }
         let stride = dh + 1;

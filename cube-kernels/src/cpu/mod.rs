@@ -28,9 +28,9 @@ use forward::forward;
 /// Query rows per forward task and per backward tile.
 const QUERY_TILE: usize = 64;
 
-/// Keys per tile: the op's `block_size`, kept within what keeps a tile's scratch rows in the L1
-/// and L2 caches and amortizes the per-tile work.
-fn key_tile(block_size: usize) -> usize {
+/// Keys per tile (the block size of this path): the op's `block_size`, kept within what keeps a
+/// tile's scratch rows in the L1 and L2 caches and amortizes the per-tile work.
+fn clamped_block_size(block_size: usize) -> usize {
     block_size.clamp(16, 512)
 }
 
@@ -178,7 +178,8 @@ struct HostInputs {
     /// `[batch, k_len]`: `0` for a visible key, `-inf` for a masked one.
     mask_add: Option<Vec<f32>>,
     scale: f32,
-    key_tile: usize,
+    /// Keys per tile, see [`clamped_block_size`].
+    block_size: usize,
 }
 
 /// A contiguous `f32` copy-free view of `tensor`, or `None` for another dtype.
@@ -281,7 +282,7 @@ impl HostInputs {
             dense,
             mask_add,
             scale: inputs.scale,
-            key_tile: key_tile(inputs.block_size),
+            block_size: clamped_block_size(inputs.block_size),
         })
     }
 
@@ -387,6 +388,43 @@ impl KeyTiles {
                     rows[(j0 + j) * dh + d] = blocks[offset + d * width + j];
                 }
             }
+        }
+    }
+}
+
+/// One (batch, head) of the inputs, with its key and value tiles transposed for [`tile`]'s
+/// products: what every task of the (batch, head) reads.
+struct Head<'a> {
+    host: &'a HostInputs,
+    tiles: &'a KeyTiles,
+    /// Transposed key tiles.
+    kt: Vec<f32>,
+    /// Transposed value tiles.
+    vt: Vec<f32>,
+    /// Key rows, `[k_len, head_dim]`.
+    k_rows: &'a [f32],
+    /// Value rows, `[k_len, head_dim]`.
+    v_rows: &'a [f32],
+    b: usize,
+    h: usize,
+}
+
+impl<'a> Head<'a> {
+    /// The (batch, head) at flat position `bh` of `host`'s inputs, tiled by `tiles`.
+    fn new(host: &'a HostInputs, tiles: &'a KeyTiles, bh: usize) -> Self {
+        let rows = bh * host.dims.k_len * host.dims.head_dim
+            ..(bh + 1) * host.dims.k_len * host.dims.head_dim;
+        let k_rows = &floats(&host.k)[rows.clone()];
+        let v_rows = &floats(&host.v)[rows];
+        Self {
+            host,
+            tiles,
+            kt: tiles.transpose(k_rows),
+            vt: tiles.transpose(v_rows),
+            k_rows,
+            v_rows,
+            b: bh / host.dims.heads,
+            h: bh % host.dims.heads,
         }
     }
 }

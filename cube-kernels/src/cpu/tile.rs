@@ -21,6 +21,55 @@ pub(crate) fn padded(n: usize) -> usize {
     n.div_ceil(LANES) * LANES
 }
 
+/// `c[i * c_stride + j] (+)= Σ_k a[i * a_row + k * a_inner] · b[k * b_stride + j]` for
+/// `i < rows`, `j < cols` (a multiple of [`LANES`]), `k < inner`: the register-blocked product
+/// behind the three row-major forms below ([`ROWS`] rows × [`LANES`] columns of accumulators
+/// over the whole inner dimension). With `ACCUMULATE` it adds to `c`, otherwise it overwrites.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // one product: operands, their strides, the three sizes
+fn gemm<const ACCUMULATE: bool>(
+    a: &[f32],
+    (a_row, a_inner): (usize, usize),
+    b: &[f32],
+    b_stride: usize,
+    c: &mut [f32],
+    c_stride: usize,
+    rows: usize,
+    inner: usize,
+    cols: usize,
+) {
+    debug_assert_eq!(cols % LANES, 0);
+    let mut i = 0;
+    while i < rows {
+        let block = (rows - i).min(ROWS);
+        for j in (0..cols).step_by(LANES) {
+            let mut acc = [[0.0f32; LANES]; ROWS];
+            if ACCUMULATE {
+                for (r, acc_row) in acc.iter_mut().enumerate().take(block) {
+                    let at = (i + r) * c_stride + j;
+                    acc_row.copy_from_slice(&c[at..at + LANES]);
+                }
+            }
+            for k in 0..inner {
+                let b8: &[f32; LANES] = b[k * b_stride + j..k * b_stride + j + LANES]
+                    .try_into()
+                    .expect("a lane chunk");
+                for (r, acc_row) in acc.iter_mut().enumerate().take(block) {
+                    let x = a[(i + r) * a_row + k * a_inner];
+                    for l in 0..LANES {
+                        acc_row[l] += x * b8[l];
+                    }
+                }
+            }
+            for (r, acc_row) in acc.iter().enumerate().take(block) {
+                let at = (i + r) * c_stride + j;
+                c[at..at + LANES].copy_from_slice(acc_row);
+            }
+        }
+        i += block;
+    }
+}
+
 /// `c[i * width + j] = Σ_d a[i * dim + d] · bt[d * width + j]` for `i < rows`, `j < width`:
 /// `[rows, dim] · [dim, width]` with the right operand stored row-major (a transposed key tile).
 /// `width` is a multiple of [`LANES`].
@@ -33,29 +82,7 @@ pub(crate) fn matmul_nn(
     dim: usize,
     width: usize,
 ) {
-    debug_assert_eq!(width % LANES, 0);
-    let mut i = 0;
-    while i < rows {
-        let block = (rows - i).min(ROWS);
-        for j in (0..width).step_by(LANES) {
-            let mut acc = [[0.0f32; LANES]; ROWS];
-            for d in 0..dim {
-                let b: &[f32; LANES] = bt[d * width + j..d * width + j + LANES]
-                    .try_into()
-                    .expect("a lane chunk");
-                for (r, acc_row) in acc.iter_mut().enumerate().take(block) {
-                    let x = a[(i + r) * dim + d];
-                    for l in 0..LANES {
-                        acc_row[l] += x * b[l];
-                    }
-                }
-            }
-            for (r, acc_row) in acc.iter().enumerate().take(block) {
-                c[(i + r) * width + j..(i + r) * width + j + LANES].copy_from_slice(acc_row);
-            }
-        }
-        i += block;
-    }
+    gemm::<false>(a, (dim, 1), bt, width, c, width, rows, dim, width);
 }
 
 /// `c[i * dim + d] += Σ_j a[i * width + j] · bt[d * width + j]`: `[rows, width] · [width, dim]`
@@ -98,32 +125,7 @@ pub(crate) fn matmul_rows_acc(
     dim: usize,
     keys: usize,
 ) {
-    debug_assert_eq!(dim % LANES, 0);
-    let mut i = 0;
-    while i < rows {
-        let block = (rows - i).min(ROWS);
-        for d in (0..dim).step_by(LANES) {
-            let mut acc = [[0.0f32; LANES]; ROWS];
-            for (r, acc_row) in acc.iter_mut().enumerate().take(block) {
-                acc_row.copy_from_slice(&c[(i + r) * dim + d..(i + r) * dim + d + LANES]);
-            }
-            for j in 0..keys {
-                let b8: &[f32; LANES] = b[j * dim + d..j * dim + d + LANES]
-                    .try_into()
-                    .expect("a lane chunk");
-                for (r, acc_row) in acc.iter_mut().enumerate().take(block) {
-                    let x = a[(i + r) * a_stride + j];
-                    for l in 0..LANES {
-                        acc_row[l] += x * b8[l];
-                    }
-                }
-            }
-            for (r, acc_row) in acc.iter().enumerate().take(block) {
-                c[(i + r) * dim + d..(i + r) * dim + d + LANES].copy_from_slice(acc_row);
-            }
-        }
-        i += block;
-    }
+    gemm::<true>(a, (a_stride, 1), b, dim, c, dim, rows, keys, dim);
 }
 
 /// `c [rows, dim] += a [rows, width] · b`, where the keys `0..keys` of `b` are given both in row
@@ -159,32 +161,7 @@ pub(crate) fn matmul_tn_acc(
     dim: usize,
     width: usize,
 ) {
-    debug_assert_eq!(width % LANES, 0);
-    let mut d = 0;
-    while d < dim {
-        let block = (dim - d).min(ROWS);
-        for j in (0..width).step_by(LANES) {
-            let mut acc = [[0.0f32; LANES]; ROWS];
-            for i in 0..rows {
-                let b8: &[f32; LANES] = b[i * width + j..i * width + j + LANES]
-                    .try_into()
-                    .expect("a lane chunk");
-                for (r, acc_row) in acc.iter_mut().enumerate().take(block) {
-                    let x = a[i * dim + d + r];
-                    for l in 0..LANES {
-                        acc_row[l] += x * b8[l];
-                    }
-                }
-            }
-            for (r, acc_row) in acc.iter().enumerate().take(block) {
-                let out = &mut ct[(d + r) * width + j..(d + r) * width + j + LANES];
-                for l in 0..LANES {
-                    out[l] += acc_row[l];
-                }
-            }
-        }
-        d += block;
-    }
+    gemm::<true>(a, (1, dim), b, width, ct, width, dim, rows, width);
 }
 
 /// Sum of the lanes, pairwise.

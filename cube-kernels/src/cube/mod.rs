@@ -3,15 +3,22 @@
 //!
 //! Same semantics and numerics as the reference implementation (online softmax forward,
 //! recomputation backward from the saved log-sum-exp), without any `[q_len, k_len]` buffer
-//! except the dense-bias gradient when a dense bias is given. The table gradient goes through a
-//! `[batch, heads, q_len, buckets]` buffer of per-row bucket sums (no float atomics, which WGSL
-//! lacks), reduced with tensor ops.
+//! except the dense-bias gradient when a dense bias is given. The kernels, one concept per file:
+//! [`tiles`] (their common arguments and shared-memory helpers), [`forward`], [`split_k`] (the
+//! forward pass over key chunks when there are few query rows), [`backward_queries`] (the row
+//! shift `D` and `dQ`) and [`backward_keys`] (`dK`, `dV` and the table gradient as per-cube
+//! partial sums, no float atomics, which WGSL lacks, reduced with tensor ops). This module
+//! builds their arguments and launches them.
 
-mod kernels;
+mod backward_keys;
+mod backward_queries;
+mod forward;
+pub(crate) mod split_k;
+mod tiles;
 
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, FloatDType, Shape, Tensor, TensorPrimitive};
-use burn_cubecl::cubecl::prelude::{AddressType, CubeCount, CubeDim};
+use burn_cubecl::cubecl::prelude::{AddressType, CubeCount, CubeDim, Float, Numeric};
 use burn_cubecl::ops::numeric::{empty_device_dtype, zeros_client};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
@@ -19,6 +26,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 use crate::DistanceBias;
 use crate::backend::{GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs};
 use crate::index::{BucketIndexPrimitive, HostCsr};
+use tiles::Tiling;
 
 impl<R, F, I, BT> GraphAttentionBackend for CubeBackend<R, F, I, BT>
 where
@@ -62,40 +70,23 @@ struct Launch<R: CubeRuntime, F, I, BT> {
 }
 
 /// Launches one of the tiled kernels (every kernel but `shift_kernel`) over tiles of `rows`
-/// rows, one cube per (tile, head, batch): the common inputs `q, k, v, index, table, dense,
-/// mask`, then the kernel's own `tensors`, `scale`, `column_offset`, the kernel's own
-/// `scalars`, and the common comptime parameters (`head_dim`, the tiles, the bucket count, the
-/// `has_*` flags) and dtypes: the order all of them declare.
+/// rows, one cube per (tile, head, `layers` along `z`: the batch, times the key splits of the
+/// forward pass): the common [`Inputs`](tiles::Inputs), then the kernel's own `tensors` and
+/// `scalars`, the [`Tiling`] and the dtypes, the order all of them declare.
 macro_rules! launch_tiled {
-    ($launch:ident, $kernel:ident, rows: $rows:expr, tensors: [$($tensor:expr),* $(,)?],
-     scalars: [$($scalar:expr),* $(,)?] $(,)?) => {{
-        let tiles = $launch.tiles();
-        let (cube_count, cube_dim) = $launch.grid($rows, tiles);
-        let address = $launch.address_type(&[$(&$tensor),*]);
-        let ([_, _, _, head_dim], _) = $launch.dims();
-        kernels::$kernel::launch(
+    ($launch:ident, $module:ident::$kernel:ident, rows: $rows:expr, layers: $layers:expr,
+     tensors: [$($tensor:expr),* $(,)?], scalars: [$($scalar:expr),* $(,)?] $(,)?) => {{
+        let tiling = $launch.tiling();
+        let (cube_count, cube_dim) = $launch.grid($rows, $layers);
+        $module::$kernel::launch(
             &$launch.q.client,
             cube_count,
             cube_dim,
-            address,
-            $launch.q.clone().into_tensor_arg(),
-            $launch.k.clone().into_tensor_arg(),
-            $launch.v.clone().into_tensor_arg(),
-            $launch.index.clone().into_tensor_arg(),
-            $launch.table.clone().into_tensor_arg(),
-            $launch.dense.clone().into_tensor_arg(),
-            $launch.mask.clone().into_tensor_arg(),
+            $launch.address_type(&[$(&$tensor),*]),
+            $launch.inputs(),
             $($tensor.clone().into_tensor_arg(),)*
-            $launch.scale,
-            $launch.column_offset,
             $($scalar,)*
-            head_dim,
-            tiles.units,
-            tiles.walk,
-            $launch.bucket_slots(),
-            $launch.has_distance,
-            $launch.has_dense,
-            $launch.has_mask,
+            tiling,
             [$launch.q.dtype.into(), $launch.index.dtype.into()],
         )
     }};
@@ -195,23 +186,50 @@ where
         )
     }
 
-    /// The tile sizes of this call.
-    fn tiles(&self) -> Tiles {
+    /// The comptime shape of this call's tiled kernels.
+    fn tiling(&self) -> Tiling {
         let ([_, _, _, head_dim], _) = self.dims();
-        Tiles::new(head_dim, self.block_size)
+        let tiles = Tiles::new(head_dim, self.block_size);
+        Tiling {
+            head_dim,
+            units: tiles.units,
+            walk: tiles.walk,
+            // at least one, for the shared-memory sizes
+            buckets: self.buckets.max(1),
+            has_distance: self.has_distance,
+            has_dense: self.has_dense,
+            has_mask: self.has_mask,
+        }
     }
 
-    /// One cube per (tile of `units` rows out of `rows`, head, batch), one unit per row.
-    fn grid(&self, rows: usize, tiles: Tiles) -> (CubeCount, CubeDim) {
-        let ([batch, heads, _, _], _) = self.dims();
+    /// The common inputs as a kernel argument (of the kernel's element types `FK`, `IK`).
+    fn inputs<FK: Float, IK: Numeric>(&self) -> tiles::InputsLaunch<FK, IK, R> {
+        tiles::InputsLaunch::new(
+            self.q.clone().into_tensor_arg(),
+            self.k.clone().into_tensor_arg(),
+            self.v.clone().into_tensor_arg(),
+            self.index.clone().into_tensor_arg(),
+            self.table.clone().into_tensor_arg(),
+            self.dense.clone().into_tensor_arg(),
+            self.mask.clone().into_tensor_arg(),
+            self.scale,
+            self.column_offset,
+        )
+    }
+
+    /// One cube per (tile of `units` rows out of `rows`, head, one of `layers`), one unit per
+    /// row.
+    fn grid(&self, rows: usize, layers: usize) -> (CubeCount, CubeDim) {
+        let ([_, heads, _, _], _) = self.dims();
+        let units = self.tiling().units;
         let count = |n: usize| u32::try_from(n).unwrap_or_else(|_| panic!("{n} cubes on one axis"));
         (
             CubeCount::Static(
-                count(rows.div_ceil(tiles.units).max(1)),
+                count(rows.div_ceil(units).max(1)),
                 count(heads),
-                count(batch),
+                count(layers),
             ),
-            CubeDim::new_1d(tiles.units as u32),
+            CubeDim::new_1d(units as u32),
         )
     }
 
@@ -234,22 +252,29 @@ where
         )
     }
 
-    /// Comptime buckets: the table's rows (at least one, for the shared-memory sizes).
-    fn bucket_slots(&self) -> usize {
-        self.buckets.max(1)
-    }
-
+    /// The forward pass; with too few query tiles to fill the device, split over the keys
+    /// ([`split_k`]).
     fn forward(self) -> CubeTensor<R> {
-        let ([batch, heads, q_len, head_dim], _) = self.dims();
-        let packed = self.empty(vec![batch, heads, q_len, head_dim + 1]);
+        let ([batch, heads, q_len, head_dim], k_len) = self.dims();
+        let tiling = self.tiling();
+        let key_tiles = k_len.div_ceil(tiling.walk).max(1);
+        let cubes = q_len.div_ceil(tiling.units).max(1) * heads * batch;
+        let chunk_tiles = split_k::chunk_tiles(cubes, key_tiles, split_k::target_cubes());
+        let splits = key_tiles.div_ceil(chunk_tiles);
+        let packed = self.empty(vec![splits * batch, heads, q_len, head_dim + 1]);
         launch_tiled!(
             self,
-            forward_kernel,
+            forward::forward_kernel,
             rows: q_len,
+            layers: splits * batch,
             tensors: [packed],
-            scalars: [f32::NEG_INFINITY],
+            scalars: [f32::NEG_INFINITY, chunk_tiles],
         );
-        packed
+        if splits == 1 {
+            packed
+        } else {
+            split_k::merge::<CubeBackend<R, F, I, BT>>(packed, splits)
+        }
     }
 
     fn backward(
@@ -259,12 +284,12 @@ where
     ) -> GraphAttentionGrads<CubeBackend<R, F, I, BT>> {
         let ([batch, heads, q_len, head_dim], k_len) = self.dims();
         let client = self.q.client.clone();
-        let tiles = self.tiles();
+        let units = self.tiling().units;
 
         // D = rowsum(dO∘O), shifted by the log-sum-exp gradient
         let shift = self.empty(vec![batch, heads, q_len]);
-        let (cube_count, cube_dim) = self.grid(q_len, tiles);
-        kernels::shift_kernel::launch(
+        let (cube_count, cube_dim) = self.grid(q_len, batch);
+        backward_queries::shift_kernel::launch(
             &client,
             cube_count,
             cube_dim,
@@ -273,14 +298,14 @@ where
             packed_grad.clone().into_tensor_arg(),
             shift.clone().into_tensor_arg(),
             head_dim,
-            tiles.units,
+            units,
             self.q.dtype.into(),
         );
 
         // dK, dV and the table gradient's partial sums: one cube per key tile
         let d_k = self.empty(vec![batch, heads, k_len, head_dim]);
         let d_v = self.empty(vec![batch, heads, k_len, head_dim]);
-        let key_tiles = k_len.div_ceil(tiles.units).max(1);
+        let key_tiles = k_len.div_ceil(units).max(1);
         let table_partial = if self.has_distance {
             self.empty(vec![batch * key_tiles, self.buckets, heads])
         } else {
@@ -288,8 +313,9 @@ where
         };
         launch_tiled!(
             self,
-            key_backward_kernel,
+            backward_keys::key_backward_kernel,
             rows: k_len,
+            layers: batch,
             tensors: [packed_output, packed_grad, shift, d_k, d_v, table_partial],
             scalars: [],
         );
@@ -303,8 +329,9 @@ where
         };
         launch_tiled!(
             self,
-            query_backward_kernel,
+            backward_queries::query_backward_kernel,
             rows: q_len,
+            layers: batch,
             tensors: [packed_output, packed_grad, shift, d_q, d_dense],
             scalars: [],
         );

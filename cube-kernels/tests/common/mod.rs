@@ -5,14 +5,35 @@
 //! `r` is `-inf` must be `-inf` in `a` as well (they are compared exactly and left out of the
 //! norm); over the remaining entries the norm-wise relative error is
 //! `‖a − r‖₂ / max(‖r‖₂, 1e-30)`.
+//!
+//! Sums of many terms that nearly cancel (the table gradient: every pair of a head whose key
+//! falls in a bucket adds its logit gradient `p·dP − p·Δ + p·dLSE` to one entry) are measured
+//! against the scale of the summed terms instead: `‖a − r‖₂ / max(‖s‖₂, 1e-30)` with `s` the
+//! float64 sums of the terms' magnitudes `p·(|dP| + |Δ| + |dLSE|)` (so `|r| ≤ s`). An `f32` sum's
+//! rounding error is bounded relative to `s`, not to `|r|`, which can be arbitrarily small (see
+//! [`assert_close_to_scale`]).
 
 #![allow(dead_code)]
+
+pub mod tracked;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
 use megagraph_kernels::{AttentionBias, BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// The wgpu device of the kernel tests: Mesa llvmpipe through OpenGL (no GPU needed), set up
+/// once per process.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_device() -> burn::backend::wgpu::WgpuDevice {
+    use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, graphics::OpenGl, init_setup};
+    static SETUP: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    SETUP.get_or_init(|| {
+        init_setup::<OpenGl>(&WgpuDevice::Cpu, RuntimeOptions::default());
+    });
+    WgpuDevice::Cpu
+}
 
 /// A seeded generator. The seed comes from `MEGAGRAPH_TEST_SEED` when set (to replay a failure),
 /// otherwise from the system generator; it is printed so a failing run shows it.
@@ -232,6 +253,7 @@ impl Case {
             k: vec![0.0; x.k.len()],
             v: vec![0.0; x.v.len()],
             table: vec![0.0; x.table.len()],
+            table_scale: vec![0.0; x.table.len()],
             dense: x.dense.as_ref().map(|t| vec![0.0; t.len()]),
         };
         let scale = self.scale as f64;
@@ -263,6 +285,8 @@ impl Case {
                                 [(b * d.q_len + i) * d.total_k_len + d.column_offset + j]
                                 as usize;
                             g.table[bucket * d.heads + h] += d_s;
+                            g.table_scale[bucket * d.heads + h] +=
+                                pj * (d_p.abs() + delta.abs() + d_lse[row].abs());
                         }
                         if let Some(dense) = &mut g.dense {
                             dense[row * d.k_len + j] += d_s;
@@ -370,6 +394,10 @@ pub struct Grads64 {
     pub k: Vec<f64>,
     pub v: Vec<f64>,
     pub table: Vec<f64>,
+    /// Per table entry the sum of the magnitudes of the terms summed into `table`,
+    /// `Σ p·(|dP| + |Δ| + |dLSE|)` (the scale of its rounding error, see the module docs); empty
+    /// where not computed.
+    pub table_scale: Vec<f64>,
     pub dense: Option<Vec<f64>>,
 }
 
@@ -419,6 +447,41 @@ pub fn assert_close(what: &str, actual: &[f64], reference: &[f64], tol: f64, see
         Ok(err) => assert!(
             err <= tol,
             "{what}: relative error {err:.3e} > {tol:.0e} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"
+        ),
+        Err(msg) => panic!("{what}: {msg} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"),
+    }
+}
+
+/// Norm-wise error of a sum against the scale of its terms, see the module docs: `Err` as
+/// [`rel_err`].
+pub fn rel_err_to_scale(actual: &[f64], reference: &[f64], scale: &[f64]) -> Result<f64, String> {
+    // `rel_err` checks lengths and non-finite entries; its value is rescaled to ‖scale‖₂.
+    let err = rel_err(actual, reference)?;
+    if scale.len() != reference.len() {
+        return Err(format!(
+            "scale length {} vs reference {}",
+            scale.len(),
+            reference.len()
+        ));
+    }
+    let norm = |x: &[f64]| x.iter().map(|v| v * v).sum::<f64>().sqrt();
+    Ok(err * norm(reference).max(1e-30) / norm(scale).max(1e-30))
+}
+
+/// Asserts `rel_err_to_scale(actual, reference, scale) <= tol`, naming `what` and the seed: for
+/// sums of terms that may cancel (the table gradient), `scale` the float64 sums of `|term|`.
+pub fn assert_close_to_scale(
+    what: &str,
+    actual: &[f64],
+    reference: &[f64],
+    scale: &[f64],
+    tol: f64,
+    seed: u64,
+) {
+    match rel_err_to_scale(actual, reference, scale) {
+        Ok(err) => assert!(
+            err <= tol,
+            "{what}: error {err:.3e} relative to the terms' scale > {tol:.0e} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"
         ),
         Err(msg) => panic!("{what}: {msg} (seed {seed}, replay with MEGAGRAPH_TEST_SEED={seed})"),
     }
