@@ -88,7 +88,7 @@ impl TemporalTrainConfig {
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid("lr", "must be a positive number");
         }
-        if self.dim == 0 || self.dim % 2 != 0 {
+        if self.dim == 0 || !self.dim.is_multiple_of(2) {
             return invalid("dim", "must be a positive multiple of the 2 attention heads");
         }
         if !(0.0..1.0).contains(&self.dropout) {
@@ -100,7 +100,7 @@ impl TemporalTrainConfig {
         if self.snapshot_span.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
             return invalid("snapshot-span", "must be a positive time span");
         }
-        if self.node_embedding.is_some_and(|d| d % 2 != 0) {
+        if self.node_embedding.is_some_and(|d| !d.is_multiple_of(2)) {
             return invalid("node-embedding", "must be a multiple of the 2 attention heads");
         }
         Ok(())

@@ -385,7 +385,7 @@ impl<'a> TemporalTrainer<'a> {
             None => NodeState::for_model(&setup.model, self.data.stream.num_nodes(), device),
         };
         let negatives = self.config.mrr_negatives.max(1);
-        let test = self.evaluate(&setup, best, state.as_mut(), Phase::Test, negatives, device, observer)?;
+        let test = self.evaluate(setup, best, state.as_mut(), Phase::Test, negatives, device, observer)?;
         let stream = &self.data.stream;
         Ok(TemporalReport {
             dataset: self.data.name.clone(),

@@ -58,9 +58,12 @@ fn config(model: TemporalPreset, dir: &std::path::Path) -> TemporalTrainConfig {
 }
 
 /// Everything but wall-clock figures.
-fn outcome(report: &TemporalReport) -> (Vec<(f64, f64, f64)>, f64, f64, Option<f64>, usize) {
-    let history = report.history.iter().map(|e| (e.loss, e.valid_ap, e.valid_auc)).collect();
-    (history, report.test_ap, report.test_auc, report.test_mrr, report.best_epoch)
+fn outcome(report: &TemporalReport) -> String {
+    let history: Vec<_> = report.history.iter().map(|e| (e.loss, e.valid_ap, e.valid_auc)).collect();
+    format!(
+        "{history:?} {} {} {:?} {}",
+        report.test_ap, report.test_auc, report.test_mrr, report.best_epoch
+    )
 }
 
 #[test]
