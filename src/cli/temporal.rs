@@ -70,6 +70,9 @@ pub struct TemporalTrainArgs {
     /// Width of memory, time encodings, embeddings and learned node inputs (100).
     #[arg(long, value_name = "D")]
     pub dim: Option<usize>,
+    /// Width of the learned vector per node on data without node features; 0: none (--dim).
+    #[arg(long, value_name = "D")]
+    pub node_embedding: Option<usize>,
     /// Dropout (0.1).
     #[arg(long, value_name = "P")]
     pub dropout: Option<f64>,
@@ -136,6 +139,7 @@ impl TemporalTrainArgs {
             dim: self.dim.unwrap_or(defaults.dim),
             dropout: self.dropout.unwrap_or(defaults.dropout),
             mrr_negatives: self.mrr_negatives.unwrap_or(defaults.mrr_negatives),
+            node_embedding: self.node_embedding.or(defaults.node_embedding),
             checkpoint_dir: self.checkpoint_dir.clone(),
             ..defaults
         }
