@@ -10,6 +10,8 @@
 //! - [`TemporalCsr`] and [`TemporalSampler`]: most-recent or uniform neighbours strictly before
 //!   a time, multi-hop, parallel over the batch; [`NegativeSampler`]: seeded negative
 //!   destinations.
+//! - [`WindowShards`]: DepBloom's temporally bounded spatial partitioning of a stream into
+//!   windows sharded over workers, and its cross-shard event ratio.
 
 mod csr;
 mod error;
@@ -20,6 +22,7 @@ mod negative;
 mod rng;
 mod rows;
 mod sampler;
+mod shards;
 mod split;
 mod synthetic;
 #[cfg(test)]
@@ -33,6 +36,7 @@ pub use jodie::{JodieStream, load_jodie};
 pub use layout::load_temporal_dir;
 pub use negative::NegativeSampler;
 pub use sampler::{SampledHop, SamplerConfig, SamplingStrategy, TemporalSampler};
+pub use shards::{CLUSTERS_PER_WORKER, CrossShardRatio, ShardStrategy, WindowShard, WindowShards};
 pub use split::{ChronologicalSplit, SplitFractions};
 pub use synthetic::{InteractionConfig, SyntheticInteractions};
 pub use tgl::{TglStream, load_tgl};
