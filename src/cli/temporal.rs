@@ -58,6 +58,13 @@ pub struct TemporalTrainArgs {
     /// Events per batch (600).
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
+    /// Intra-batch memory refinement IMR(C): each training batch runs as C chronological
+    /// chunks, later chunks reading the memory earlier ones wrote (1 = off).
+    #[arg(long, value_name = "C")]
+    pub refine: Option<usize>,
+    /// Events per validation and test batch (the training batch size).
+    #[arg(long, value_name = "N")]
+    pub eval_batch_size: Option<usize>,
     /// Training epochs at most (10).
     #[arg(long, value_name = "N")]
     pub epochs: Option<usize>,
@@ -132,6 +139,8 @@ impl TemporalTrainArgs {
         TemporalTrainConfig {
             model: self.model,
             batch_size: self.batch_size.unwrap_or(defaults.batch_size),
+            refine: self.refine.unwrap_or(defaults.refine),
+            eval_batch_size: self.eval_batch_size.or(defaults.eval_batch_size),
             epochs: self.epochs.unwrap_or(defaults.epochs),
             patience: self.patience.unwrap_or(defaults.patience),
             learning_rate: self.lr.unwrap_or(defaults.learning_rate),

@@ -16,6 +16,15 @@ pub struct TemporalTrainConfig {
     pub model: TemporalPreset,
     /// Events per batch. Default: 600 (TGL).
     pub batch_size: usize,
+    /// Intra-batch memory refinement (DepBloom's IMR(c)): each training batch runs as
+    /// chronological chunks of `ceil(batch_size / refine)` events, and the memory and mails of
+    /// the nodes a chunk touched are written before the next chunk reads them (one optimizer
+    /// step per batch still). 1 = off (TGL).
+    /// Default: 1.
+    pub refine: usize,
+    /// Events per validation and test batch; unset: `batch_size` (TGL). Fix it to compare
+    /// runs that train with different batch sizes under one evaluation.
+    pub eval_batch_size: Option<usize>,
     /// Training epochs at most. Default: 10.
     pub epochs: usize,
     /// Epochs without a better validation AP before stopping. Default: 3.
@@ -53,6 +62,8 @@ impl Default for TemporalTrainConfig {
         Self {
             model: TemporalPreset::Tgn,
             batch_size: 600,
+            refine: 1,
+            eval_batch_size: None,
             epochs: 10,
             patience: 3,
             learning_rate: 5e-4,
@@ -81,6 +92,12 @@ impl TemporalTrainConfig {
         };
         if self.batch_size == 0 {
             return invalid("batch-size", "must be at least 1");
+        }
+        if self.eval_batch_size == Some(0) {
+            return invalid("eval-batch-size", "must be at least 1");
+        }
+        if self.refine == 0 || self.refine > self.batch_size {
+            return invalid("refine", "must be between 1 and the batch size");
         }
         if self.epochs == 0 {
             return invalid("epochs", "must be at least 1");
@@ -173,6 +190,8 @@ mod tests {
         for (config, field) in [
             (TemporalTrainConfig { batch_size: 0, ..Default::default() }, "batch-size"),
             (TemporalTrainConfig { dim: 3, ..Default::default() }, "dim"),
+            (TemporalTrainConfig { refine: 0, ..Default::default() }, "refine"),
+            (TemporalTrainConfig { batch_size: 4, refine: 5, ..Default::default() }, "refine"),
             (TemporalTrainConfig { fanouts: Some(vec![]), ..Default::default() }, "fanouts"),
             (TemporalTrainConfig { learning_rate: -1.0, ..Default::default() }, "lr"),
         ] {

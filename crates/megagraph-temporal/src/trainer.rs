@@ -5,6 +5,12 @@
 //! optimizer step, the batch writes the memory and mail of each node's last event in it. The
 //! memory is reset at every epoch's start and carries from training into validation and test.
 //! The parameters and memory of the epoch with the best validation AP are tested.
+//!
+//! With intra-batch memory refinement ([`TemporalTrainConfig::refine`] = c > 1, DepBloom's
+//! IMR(c)) a training batch runs as chronological chunks of `ceil(batch_size / c)` events: each chunk's memory and mails are
+//! written before the next chunk reads them, the chunks' losses (weighted by their events) sum
+//! to the batch's, and one optimizer step follows. Chunk boundaries then bound memory staleness
+//! as small batches would, at one step per large batch.
 
 use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
@@ -295,22 +301,55 @@ impl<'a> TemporalTrainer<'a> {
         let phase = Phase::Train(epoch);
         let mut loss_sum = 0.0;
         for (index, events) in batches.iter().enumerate() {
-            let prepared = self.prepare(setup, phase, index, events.clone(), 1)?;
-            let input = tensors.batch(&prepared, &model, state.as_deref())?;
-            let output = model.forward(input);
-            let write = match (output.memory, state.is_some()) {
-                (Some(memory), true) => {
-                    let (time, edge_feat) = tensors.events(&prepared);
-                    Some(model.memory_update(memory.detach(), time, edge_feat))
+            let negatives = setup.negatives.sample(phase.negative_key(), index as u64, events.len(), 1);
+            let chunks = self::batches(events.clone(), self.config.batch_size.div_ceil(self.config.refine));
+            let mut loss: Option<Tensor<B, 1>> = None;
+            let mut last_write = None;
+            for (c, chunk) in chunks.iter().enumerate() {
+                let offset = chunk.start - events.start;
+                let key = phase.sampler_key(index * self.config.refine + c);
+                let prepared = setup.neighbourhood.prepare(
+                    &self.data.stream,
+                    chunk.clone(),
+                    &negatives[offset..offset + chunk.len()],
+                    1,
+                    key,
+                )?;
+                let input = tensors.batch(&prepared, &model, state.as_deref())?;
+                let output = model.forward(input);
+                let write = match (output.memory, state.is_some()) {
+                    (Some(memory), true) => {
+                        let (time, edge_feat) = tensors.events(&prepared);
+                        Some((model.memory_update(memory.detach(), time, edge_feat), endpoints(self, &prepared)))
+                    }
+                    _ => None,
+                };
+                // The batch's mean: each chunk's BCE weighted by its share of the events.
+                let chunk_loss = bce(output.positive, output.negative);
+                let chunk_loss = if chunks.len() == 1 {
+                    chunk_loss
+                } else {
+                    chunk_loss.mul_scalar(chunk.len() as f64 / events.len() as f64)
+                };
+                loss = Some(match loss {
+                    Some(sum) => sum + chunk_loss,
+                    None => chunk_loss,
+                });
+                // IMR: an earlier chunk's nodes are written before the next chunk reads them;
+                // the last chunk's write waits for the optimizer step, as TGL's does.
+                if c + 1 < chunks.len() {
+                    if let (Some((write, (src, dst))), Some(state)) = (write, state.as_deref_mut()) {
+                        write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
+                    }
+                } else {
+                    last_write = write;
                 }
-                _ => None,
-            };
-            let loss = bce(output.positive, output.negative);
+            }
+            let Some(loss) = loss else { continue };
             let value: f64 = loss.clone().into_scalar().elem();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optimizer.step(self.config.learning_rate, model, grads);
-            if let (Some(write), Some(state)) = (write, state.as_deref_mut()) {
-                let (src, dst) = endpoints(self, &prepared);
+            if let (Some((write, (src, dst))), Some(state)) = (last_write, state.as_deref_mut()) {
                 write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
             }
             loss_sum += value;
@@ -339,7 +378,7 @@ impl<'a> TemporalTrainer<'a> {
             Phase::Test => (self.data.split.test.clone(), "test"),
             _ => (self.data.split.valid.clone(), "valid"),
         };
-        let batches = batches(range, self.config.batch_size);
+        let batches = batches(range, self.config.eval_batch_size.unwrap_or(self.config.batch_size));
         observer.evaluation_started(name, batches.len());
         let tensors = self.tensors::<B>(setup, device);
         let (mut scores, mut reciprocal_sum, mut scored) = (LinkScores::default(), 0.0, 0usize);
