@@ -7,11 +7,11 @@ use burn::backend::{Autodiff, Flex};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use indicatif::ProgressBar;
-use megagraph_graph::temporal::InteractionConfig;
+use megagraph_graph::temporal::{InteractionConfig, SplitFractions, WindowShards};
 use megagraph_models::temporal::TemporalPreset;
 use megagraph_temporal::{
     TemporalDataset, TemporalEpoch, TemporalObserver, TemporalReport, TemporalSource, TemporalTrainConfig,
-    TemporalTrainer, write_temporal_curves,
+    TemporalTrainError, TemporalTrainer, write_temporal_curves,
 };
 
 use super::error::{CliError, Result};
@@ -32,6 +32,30 @@ pub enum TemporalCommand {
     ///
     /// With no data flag it trains on the built-in synthetic user-item stream.
     Train(Box<TemporalTrainArgs>),
+    /// Shard an event stream over workers in windows (DepBloom's temporally bounded spatial
+    /// partitioning) and report the cross-shard event ratio of sequential and topology-aware
+    /// sharding for each window size.
+    Shards(TemporalShardsArgs),
+}
+
+/// `megagraph temporal shards`.
+#[derive(Debug, Args)]
+pub struct TemporalShardsArgs {
+    /// The event stream.
+    #[command(flatten)]
+    pub data: TemporalDataArgs,
+    /// Worker counts, comma-separated.
+    #[arg(long, value_name = "N,..", value_delimiter = ',', default_value = "2,4")]
+    pub workers: Vec<usize>,
+    /// Window sizes in events, comma-separated.
+    #[arg(long, value_name = "W,..", value_delimiter = ',', default_value = "600,2400,9600,38400")]
+    pub windows: Vec<usize>,
+    /// Seed of the locality partitioner.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    /// Write the rows as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// `megagraph temporal train`.
@@ -40,21 +64,9 @@ pub struct TemporalTrainArgs {
     /// The model.
     #[arg(long, value_name = "NAME", default_value = "tgn", value_parser = temporal_preset_parser())]
     pub model: TemporalPreset,
-    /// A dataset directory in the shared temporal layout (edges.csv.gz + meta.json).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["jodie", "tgl"])]
-    pub dataset: Option<PathBuf>,
-    /// A JODIE raw CSV (user_id,item_id,timestamp,state_label,features...).
-    #[arg(long, value_name = "FILE", conflicts_with = "tgl")]
-    pub jodie: Option<PathBuf>,
-    /// A TGL edges.csv (,src,dst,time,ext_roll).
-    #[arg(long, value_name = "FILE")]
-    pub tgl: Option<PathBuf>,
-    /// Edge features of --tgl: one row of floats per event.
-    #[arg(long, value_name = "FILE", requires = "tgl")]
-    pub tgl_features: Option<PathBuf>,
-    /// Events in the synthetic stream (without a data flag).
-    #[arg(long, value_name = "N")]
-    pub synthetic_events: Option<usize>,
+    /// The event stream.
+    #[command(flatten)]
+    pub data: TemporalDataArgs,
     /// Events per batch (600).
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
@@ -103,6 +115,26 @@ pub struct TemporalTrainArgs {
     pub plot: Option<PathBuf>,
 }
 
+/// Where the event stream comes from: one data flag, or the synthetic stream.
+#[derive(Debug, Args)]
+pub struct TemporalDataArgs {
+    /// A dataset directory in the shared temporal layout (edges.csv.gz + meta.json).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["jodie", "tgl"])]
+    pub dataset: Option<PathBuf>,
+    /// A JODIE raw CSV (user_id,item_id,timestamp,state_label,features...).
+    #[arg(long, value_name = "FILE", conflicts_with = "tgl")]
+    pub jodie: Option<PathBuf>,
+    /// A TGL edges.csv (,src,dst,time,ext_roll).
+    #[arg(long, value_name = "FILE")]
+    pub tgl: Option<PathBuf>,
+    /// Edge features of --tgl: one row of floats per event.
+    #[arg(long, value_name = "FILE", requires = "tgl")]
+    pub tgl_features: Option<PathBuf>,
+    /// Events in the synthetic stream (without a data flag).
+    #[arg(long, value_name = "N")]
+    pub synthetic_events: Option<usize>,
+}
+
 /// `--model`: one of [`TemporalPreset::ALL`] by name.
 fn temporal_preset_parser() -> impl TypedValueParser<Value = TemporalPreset> {
     PossibleValuesParser::new(TemporalPreset::ALL.map(|(name, _)| name))
@@ -110,7 +142,7 @@ fn temporal_preset_parser() -> impl TypedValueParser<Value = TemporalPreset> {
         .map(|name| TemporalPreset::from_name(&name).unwrap_or(TemporalPreset::Tgn))
 }
 
-impl TemporalTrainArgs {
+impl TemporalDataArgs {
     fn source(&self) -> Result<TemporalSource> {
         if self.synthetic_events.is_some() && (self.dataset.is_some() || self.jodie.is_some() || self.tgl.is_some()) {
             return Err(CliError::flag("synthetic-events", "only applies without --dataset, --jodie or --tgl"));
@@ -132,7 +164,9 @@ impl TemporalTrainArgs {
             })
         })
     }
+}
 
+impl TemporalTrainArgs {
     /// The flags given, over [`TemporalTrainConfig::default`] (the one place of the defaults).
     fn config(&self) -> TemporalTrainConfig {
         let defaults = TemporalTrainConfig::default();
@@ -159,12 +193,13 @@ impl TemporalTrainArgs {
 pub fn temporal(args: &TemporalArgs) -> Result<()> {
     match &args.command {
         TemporalCommand::Train(args) => train(args),
+        TemporalCommand::Shards(args) => shards(args),
     }
 }
 
 fn train(args: &TemporalTrainArgs) -> Result<()> {
     let config = args.config();
-    let data = TemporalDataset::load(&args.source()?, config.split)?;
+    let data = TemporalDataset::load(&args.data.source()?, config.split)?;
     eprintln!(
         "{}: {} nodes, {} events (train {}, valid {}, test {}); model {}",
         data.name,
@@ -184,6 +219,40 @@ fn train(args: &TemporalTrainArgs) -> Result<()> {
     }
     if let Some(dir) = &args.plot {
         write_temporal_curves(&report, dir)?;
+    }
+    Ok(())
+}
+
+fn shards(args: &TemporalShardsArgs) -> Result<()> {
+    let events = match args.data.source()? {
+        TemporalSource::Synthetic(config) => config.generate().map_err(TemporalTrainError::from)?.events,
+        source => TemporalDataset::load(&source, SplitFractions::default())?.stream,
+    };
+    println!("{:>8} {:>8} {:>11} {:>9} {:>10}", "workers", "window", "sequential", "topology", "imbalance");
+    let mut rows = Vec::new();
+    for &workers in &args.workers {
+        let ratios =
+            WindowShards::compare(&events, workers, &args.windows, args.seed).map_err(TemporalTrainError::from)?;
+        for ratio in ratios {
+            println!(
+                "{workers:>8} {:>8} {:>11.4} {:>9.4} {:>10.2}",
+                ratio.window, ratio.sequential, ratio.topology, ratio.topology_imbalance
+            );
+            rows.push(serde_json::json!({
+                "workers": workers,
+                "window": ratio.window,
+                "sequential": ratio.sequential,
+                "topology": ratio.topology,
+                "topology_imbalance": ratio.topology_imbalance,
+            }));
+        }
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_vec_pretty(&rows).map_err(|err| CliError::Output {
+            path: path.clone(),
+            source: std::io::Error::other(err),
+        })?;
+        megagraph_train::files::write_atomically(path, &json)?;
     }
     Ok(())
 }
