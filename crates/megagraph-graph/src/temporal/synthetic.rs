@@ -10,23 +10,32 @@ use serde::{Deserialize, Serialize};
 use super::error::TemporalError;
 use super::events::EventStream;
 
-/// Configuration of a synthetic bipartite user-item stream in which per-node memory helps link
-/// prediction.
+/// Configuration of a synthetic bipartite user-item stream in which recency carries what a
+/// static model of the graph cannot know.
 ///
 /// Users are nodes `0..num_users`, items nodes `num_users..num_users + num_items`. Items belong
 /// to communities round-robin (item `i` to community `i % num_communities`); each user starts
-/// in a uniformly drawn community. Each event:
+/// in a uniformly drawn community. A global set of `trend_size` trending items starts uniformly
+/// drawn. Each event:
 ///
-/// 1. picks a user uniformly and a time `previous + Exp(mean_gap)`;
-/// 2. with probability `drift_prob` moves the user to another community, uniformly among the
+/// 1. with probability `trend_turnover` replaces one uniformly chosen trending slot by a
+///    uniformly drawn item (which may already trend; it then fills two slots): popularity
+///    moves, every slot turning over about once per `trend_size / trend_turnover` events;
+/// 2. picks a user uniformly and a time `previous + Exp(mean_gap)`;
+/// 3. with probability `drift_prob` moves the user to another community, uniformly among the
 ///    others (the event's label is then 1, else 0): preferences drift;
-/// 3. with probability `repeat_prob`, if the user has interacted before, picks uniformly among
-///    the user's `recent_window` most recently used distinct items (a repeat interaction);
-///    otherwise a fresh item: with probability `community_prob` uniform among the items of
-///    the user's current community, else uniform among all items.
+/// 4. with probability `repeat_prob`, if the user has interacted before, picks uniformly among
+///    the user's `recent_window` most recently used distinct items (a repeat: per-user sessions
+///    that turn over as fresh items push old ones out); otherwise a fresh item: with
+///    probability `trend_prob` uniform among the trending slots, else with probability
+///    `community_prob` uniform among the items of the user's current community, else uniform
+///    among all items.
 ///
-/// A model that remembers each user's recent items and current community predicts the
-/// destination better than one that only knows the static graph. The stream is a deterministic
+/// What predicts an event's item is recent: the user's last few items, the items everyone used
+/// lately, the community the user drifted to. Over a chronological split the trending items
+/// and sessions of the test events are mostly new, so a static per-node model fitted on the
+/// training events does little better than chance on them, while a model that keeps
+/// per-node memory or reads recent neighbours does much better. The stream is a deterministic
 /// function of the configuration (ChaCha8 seeded from `seed`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -42,13 +51,20 @@ pub struct InteractionConfig {
     /// Probability that an event of a user with history repeats a recent item, in [0, 1].
     /// Default: 0.5.
     pub repeat_prob: f64,
-    /// How many most recently used distinct items per user count as recent (>= 1). Default: 10.
+    /// How many most recently used distinct items per user count as recent (>= 1). Default: 3.
     pub recent_window: usize,
-    /// Probability that a fresh item comes from the user's current community, in [0, 1].
-    /// Default: 0.8.
+    /// Probability that a fresh item is a trending one, in [0, 1]. Default: 0.5.
+    pub trend_prob: f64,
+    /// Number of trending slots (>= 1). Default: 10.
+    pub trend_size: usize,
+    /// Probability per event that one trending slot turns over, in [0, 1]. Default: 0.02 (a
+    /// slot lasts about 500 events).
+    pub trend_turnover: f64,
+    /// Probability that a fresh item that is not trending comes from the user's current
+    /// community, in [0, 1]. Default: 0.8.
     pub community_prob: f64,
     /// Probability per event that its user moves to another community, in [0, 1]. Default:
-    /// 0.005 (a user with 60 events moves about once every 200 of its events).
+    /// 0.05 (a user moves about once every 20 of its events).
     pub drift_prob: f64,
     /// Mean time between consecutive events (> 0). Default: 1.0.
     pub mean_gap: f64,
@@ -64,9 +80,12 @@ impl Default for InteractionConfig {
             num_communities: 8,
             num_events: 60_000,
             repeat_prob: 0.5,
-            recent_window: 10,
+            recent_window: 3,
+            trend_prob: 0.5,
+            trend_size: 10,
+            trend_turnover: 0.02,
             community_prob: 0.8,
-            drift_prob: 0.005,
+            drift_prob: 0.05,
             mean_gap: 1.0,
             seed: 0,
         }
@@ -84,15 +103,19 @@ pub struct SyntheticInteractions {
     pub item_community: Vec<u32>,
     /// Whether each event was drawn as a repeat of a recent item, `[events]`.
     pub repeat: Vec<bool>,
+    /// Whether each event was drawn from the trending items, `[events]`.
+    pub trending: Vec<bool>,
 }
 
 impl InteractionConfig {
-    /// A small configuration for tests: 60 users, 40 items, 4 communities, 3,000 events.
+    /// A small configuration for tests: 60 users, 40 items, 4 communities, 4 trending slots,
+    /// 3,000 events.
     pub fn small() -> InteractionConfig {
         InteractionConfig {
             num_users: 60,
             num_items: 40,
             num_communities: 4,
+            trend_size: 4,
             num_events: 3_000,
             ..InteractionConfig::default()
         }
@@ -127,6 +150,9 @@ impl InteractionConfig {
                 "must be at least 1",
             ));
         }
+        if self.trend_size == 0 {
+            return Err(TemporalError::config("trend_size", 0, "must be at least 1"));
+        }
         let nodes = self.num_users.checked_add(self.num_items);
         if nodes.is_none_or(|n| u32::try_from(n).is_err()) {
             return Err(TemporalError::config(
@@ -144,6 +170,8 @@ impl InteractionConfig {
         }
         for (field, p) in [
             ("repeat_prob", self.repeat_prob),
+            ("trend_prob", self.trend_prob),
+            ("trend_turnover", self.trend_turnover),
             ("community_prob", self.community_prob),
             ("drift_prob", self.drift_prob),
         ] {
@@ -173,6 +201,9 @@ impl InteractionConfig {
         let mut community: Vec<u32> = (0..self.num_users)
             .map(|_| rng.random_range(0..c) as u32)
             .collect();
+        let mut trend: Vec<u32> = (0..self.trend_size)
+            .map(|_| rng.random_range(0..self.num_items) as u32)
+            .collect();
         let mut recent: Vec<VecDeque<u32>> = vec![VecDeque::new(); self.num_users];
         let n = self.num_events;
         let (mut src, mut dst, mut time, mut label) = (
@@ -183,8 +214,13 @@ impl InteractionConfig {
         );
         let mut user_community = Vec::with_capacity(n);
         let mut repeat = Vec::with_capacity(n);
+        let mut trending = Vec::with_capacity(n);
         let mut t = 0.0f64;
         for _ in 0..n {
+            if rng.random_bool(self.trend_turnover) {
+                let slot = rng.random_range(0..self.trend_size);
+                trend[slot] = rng.random_range(0..self.num_items) as u32;
+            }
             let user = rng.random_range(0..self.num_users);
             t += -self.mean_gap * (1.0 - rng.random::<f64>()).ln();
             let drift = c > 1 && rng.random_bool(self.drift_prob);
@@ -195,8 +231,11 @@ impl InteractionConfig {
             }
             let history = &mut recent[user];
             let is_repeat = !history.is_empty() && rng.random_bool(self.repeat_prob);
+            let is_trending = !is_repeat && rng.random_bool(self.trend_prob);
             let item = if is_repeat {
                 history[rng.random_range(0..history.len())]
+            } else if is_trending {
+                trend[rng.random_range(0..trend.len())]
             } else if rng.random_bool(self.community_prob) {
                 // Items of community k are k, k + c, k + 2c, ...
                 let k = community[user] as usize;
@@ -216,6 +255,7 @@ impl InteractionConfig {
             label.push(u8::from(drift));
             user_community.push(community[user]);
             repeat.push(is_repeat);
+            trending.push(is_trending);
         }
         let events = EventStream::new(self.num_users + self.num_items, src, dst, time, label)?
             .with_bipartite(Some(true));
@@ -224,6 +264,7 @@ impl InteractionConfig {
             user_community,
             item_community,
             repeat,
+            trending,
         })
     }
 }

@@ -96,7 +96,7 @@ fn community_rate_is_as_configured() {
         let s = cfg.generate().unwrap();
         let (mut fresh, mut inside) = (0usize, 0usize);
         for (e, &d) in s.events.dst().iter().enumerate() {
-            if !s.repeat[e] {
+            if !s.repeat[e] && !s.trending[e] {
                 fresh += 1;
                 let item = d as usize - cfg.num_users;
                 inside += usize::from(s.item_community[item] == s.user_community[e]);
@@ -129,7 +129,7 @@ fn communities_drift_at_labelled_events() {
 
 #[test]
 fn invalid_configs_name_the_field() {
-    let cases: [(&str, InteractionConfig); 6] = [
+    let cases: [(&str, InteractionConfig); 8] = [
         (
             "num_users",
             InteractionConfig {
@@ -166,6 +166,20 @@ fn invalid_configs_name_the_field() {
             },
         ),
         (
+            "trend_size",
+            InteractionConfig {
+                trend_size: 0,
+                ..InteractionConfig::small()
+            },
+        ),
+        (
+            "trend_turnover",
+            InteractionConfig {
+                trend_turnover: -0.1,
+                ..InteractionConfig::small()
+            },
+        ),
+        (
             "recent_window",
             InteractionConfig {
                 recent_window: 0,
@@ -181,19 +195,72 @@ fn invalid_configs_name_the_field() {
     }
 }
 
-/// Pairwise AUC of `score(event, item)` for the true item against one random item per event,
-/// over events after the first `warmup`.
-fn pairwise_auc(
+#[test]
+fn trending_items_take_their_share_and_turn_over() {
+    let cfg = config(0.3, 0.8, 4);
+    let s = cfg.generate().unwrap();
+    let n = s.events.len();
+    let fresh = s.repeat.iter().filter(|&&r| !r).count();
+    let trending = s.trending.iter().filter(|&&t| t).count();
+    assert!(s.repeat.iter().zip(&s.trending).all(|(&r, &t)| !(r && t)));
+    let rate = trending as f64 / fresh as f64;
+    assert!(
+        (rate - cfg.trend_prob).abs() < 0.02,
+        "trend_prob {}: {rate}",
+        cfg.trend_prob
+    );
+    // The trending draws of 500 events (a slot's mean life) concentrate on few items, and the
+    // trending items of the first 500 events are gone by the last 500 (a fresh set of 10 of
+    // the 100 items shares one with them on average).
+    let items = |range: std::ops::Range<usize>| {
+        let mut count = std::collections::HashMap::<u32, usize>::new();
+        for e in range.filter(|&e| s.trending[e]) {
+            *count.entry(s.events.dst()[e]).or_default() += 1;
+        }
+        count
+    };
+    let (first, last) = (items(0..500), items(n - 500..n));
+    let top = |count: &std::collections::HashMap<u32, usize>| {
+        let mut c: Vec<(usize, u32)> = count.iter().map(|(&i, &k)| (k, i)).collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        c.into_iter()
+            .take(cfg.trend_size)
+            .map(|(_, i)| i)
+            .collect::<Vec<_>>()
+    };
+    let share = |count: &std::collections::HashMap<u32, usize>| {
+        let total: usize = count.values().sum();
+        let mut k: Vec<usize> = count.values().copied().collect();
+        k.sort_unstable_by(|a, b| b.cmp(a));
+        k.iter().take(cfg.trend_size).sum::<usize>() as f64 / total as f64
+    };
+    assert!(
+        share(&first) > 0.6 && share(&last) > 0.6,
+        "{} {}",
+        share(&first),
+        share(&last)
+    );
+    let (a, b) = (top(&first), top(&last));
+    let kept = a.iter().filter(|i| b.contains(i)).count();
+    assert!(
+        kept <= 4,
+        "{kept} of the first trending items still trend at the end"
+    );
+}
+
+/// Pairwise AUC over the test part (the last 15%) of `score(event, item)` for the true item
+/// against one uniformly drawn item per event; `observe(event)` after each event.
+fn test_auc(
     s: &SyntheticInteractions,
     cfg: &InteractionConfig,
-    warmup: usize,
     mut score: impl FnMut(usize, u32) -> f64,
     mut observe: impl FnMut(usize),
 ) -> f64 {
     let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let start = s.events.len() * 85 / 100;
     let (mut wins, mut n) = (0.0, 0usize);
     for e in 0..s.events.len() {
-        if e >= warmup {
+        if e >= start {
             let positive = s.events.dst()[e] - cfg.num_users as u32;
             let negative = rng.random_range(0..cfg.num_items as u32);
             let (p, q) = (score(e, positive), score(e, negative));
@@ -212,37 +279,66 @@ fn pairwise_auc(
 }
 
 #[test]
-fn per_user_memory_predicts_links_better_than_popularity() {
-    let cfg = InteractionConfig::default();
-    let s = cfg.generate().unwrap();
-    let (src, dst) = (s.events.src(), s.events.dst());
-    let item = |e: usize| dst[e] as usize - cfg.num_users;
-    // Memoryless: how often each item was used so far.
-    let popularity = std::cell::RefCell::new(vec![0.0f64; cfg.num_items]);
-    let auc_popularity = pairwise_auc(
-        &s,
-        &cfg,
-        6_000,
-        |_, i| popularity.borrow()[i as usize],
-        |e| popularity.borrow_mut()[item(e)] += 1.0,
-    );
-    // Per-user memory: when the user last used the item.
-    let last_use = std::cell::RefCell::new(std::collections::HashMap::<(u32, u32), f64>::new());
-    let auc_memory = pairwise_auc(
-        &s,
-        &cfg,
-        6_000,
-        |e, i| last_use.borrow().get(&(src[e], i)).copied().unwrap_or(-1.0),
-        |e| {
-            last_use
-                .borrow_mut()
-                .insert((src[e], item(e) as u32), e as f64);
-        },
-    );
-    eprintln!("pairwise AUC: popularity {auc_popularity:.3}, per-user memory {auc_memory:.3}");
-    assert!(auc_popularity < 0.6, "popularity AUC {auc_popularity}");
-    assert!(
-        auc_memory > auc_popularity + 0.15,
-        "memory {auc_memory} vs {auc_popularity}"
-    );
+fn recency_predicts_test_links_that_a_static_model_cannot() {
+    for seed in [0, 1] {
+        let cfg = InteractionConfig {
+            seed,
+            ..InteractionConfig::default()
+        };
+        let s = cfg.generate().unwrap();
+        let (src, dst) = (s.events.src(), s.events.dst());
+        let item = |e: usize| dst[e] - cfg.num_users as u32;
+        // Static: each user's item frequencies over the training part (the first 70%),
+        // smoothed towards the items' overall frequencies: what a per-node model can fit.
+        let train = s.events.len() * 70 / 100;
+        let mut pair = std::collections::HashMap::<(u32, u32), f64>::new();
+        let (mut by_item, mut by_user) = (vec![0.0f64; cfg.num_items], vec![0.0f64; cfg.num_users]);
+        for e in 0..train {
+            *pair.entry((src[e], item(e))).or_default() += 1.0;
+            by_item[item(e) as usize] += 1.0;
+            by_user[src[e] as usize] += 1.0;
+        }
+        let prior = |i: u32| (by_item[i as usize] + 1.0) / (train + cfg.num_items) as f64;
+        let auc_static = test_auc(
+            &s,
+            &cfg,
+            |e, i| {
+                let seen = pair.get(&(src[e], i)).copied().unwrap_or(0.0);
+                (seen + 5.0 * prior(i)) / (by_user[src[e] as usize] + 5.0)
+            },
+            |_| {},
+        );
+        // Memory: whether the item is among the user's recent ones, then how often anyone used
+        // it in the last 100 events.
+        let recent = std::cell::RefCell::new(vec![VecDeque::<u32>::new(); cfg.num_users]);
+        let lately = std::cell::RefCell::new((VecDeque::<u32>::new(), vec![0.0f64; cfg.num_items]));
+        let auc_memory = test_auc(
+            &s,
+            &cfg,
+            |e, i| {
+                let mine = recent.borrow()[src[e] as usize].contains(&i);
+                1_000.0 * f64::from(u8::from(mine)) + lately.borrow().1[i as usize]
+            },
+            |e| {
+                let w = &mut recent.borrow_mut()[src[e] as usize];
+                w.retain(|&i| i != item(e));
+                w.push_front(item(e));
+                w.truncate(cfg.recent_window);
+                let (window, count) = &mut *lately.borrow_mut();
+                window.push_back(item(e));
+                count[item(e) as usize] += 1.0;
+                if window.len() > 100 {
+                    if let Some(old) = window.pop_front() {
+                        count[old as usize] -= 1.0;
+                    }
+                }
+            },
+        );
+        eprintln!("seed {seed}: test AUC static {auc_static:.3}, memory {auc_memory:.3}");
+        assert!(auc_static < 0.6, "static AUC {auc_static}");
+        assert!(
+            auc_memory > auc_static + 0.25,
+            "memory {auc_memory} vs static {auc_static}"
+        );
+    }
 }
