@@ -164,7 +164,7 @@ pub fn evaluate_seeds<B: ContextParallelBackend>(
         let data = prepare_with_progress(&config, prepare)?;
         dataset.clone_from(&data.dataset.name);
         let trainer = NodeClassificationTrainer::new(&config, data);
-        let report = trainer.fit_on::<B>(devices, observer)?.report;
+        let report = trainer.fit_on::<B>(devices, &mut *observer)?.report;
         let run = SeedRun::from_report(seed, &report);
         log::info!(
             "seed {seed}: test accuracy {:.4}, best valid {:.4} at epoch {}",

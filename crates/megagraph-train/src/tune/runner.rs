@@ -128,7 +128,7 @@ pub fn run_search<B: ContextParallelBackend>(
                 let seeds: Vec<u64> = (0..space.seeds as u64)
                     .map(|k| config.training.seed.wrapping_add(k))
                     .collect();
-                let report = evaluate_seeds::<B>(config, &seeds, devices, prepare, observer)?;
+                let report = evaluate_seeds::<B>(config, &seeds, devices, prepare, &mut *observer)?;
                 log::info!("trial {index}: valid {:.4} in {:.1} s", report.valid_accuracy_mean, started.elapsed().as_secs_f64());
                 let result = TrialResult {
                     index,
