@@ -33,6 +33,11 @@ fn main() {
     let mut group = criterion.benchmark_group("dropout_4096x20000");
     group.bench_function("burn", |b| b.iter(|| burn_dropout.forward(input.clone())));
     group.bench_function("fast", |b| b.iter(|| fast_dropout.forward(input.clone())));
+    // the mask alone (host side, before it becomes a tensor)
+    let stream = megagraph_models::dropout::PhiloxStream::new(7, 0);
+    group.bench_function("fast_mask_only", |b| {
+        b.iter(|| megagraph_models::dropout::dropout_mask(SHAPE[0] * SHAPE[1], PROB, stream))
+    });
     group.finish();
     criterion.final_summary();
 }
