@@ -16,7 +16,11 @@ fn two_calls(seed: u64) -> (u64, TensorData, TensorData) {
     let first_seed = draw_seed::<Train>(&device);
     let dropout = FastDropoutConfig::new(0.4).init();
     let x = Tensor::<Train, 3>::ones([2, 16, 32], &device);
-    (first_seed, dropout.forward(x.clone()).into_data(), dropout.forward(x).into_data())
+    (
+        first_seed,
+        dropout.forward(x.clone()).into_data(),
+        dropout.forward(x).into_data(),
+    )
 }
 
 #[test]

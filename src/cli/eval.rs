@@ -8,7 +8,9 @@ use std::sync::Arc;
 use clap::Args;
 use indicatif::ProgressBar;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
-use megagraph_train::{EpochMetrics, SeedObserver, SeedRun, SeedsReport, TrainConfig, TrainObserver, evaluate_seeds};
+use megagraph_train::{
+    EpochMetrics, SeedObserver, SeedRun, SeedsReport, TrainConfig, TrainObserver, evaluate_seeds,
+};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::error::{CliError, Result};
@@ -42,11 +44,16 @@ impl EvalArgs {
             return Err(CliError::flag("seeds", "must be at least 1"));
         }
         if self.train.nodes.nodes.is_some_and(|nodes| nodes > 1) {
-            return Err(CliError::flag("nodes", "eval runs on one node; train each seed with `megagraph train`"));
+            return Err(CliError::flag(
+                "nodes",
+                "eval runs on one node; train each seed with `megagraph train`",
+            ));
         }
         let config = self.train.to_config()?;
         let first = config.training.seed;
-        let seeds = (0..self.seeds as u64).map(|k| first.wrapping_add(k)).collect();
+        let seeds = (0..self.seeds as u64)
+            .map(|k| first.wrapping_add(k))
+            .collect();
         Ok((config, seeds))
     }
 }
@@ -74,11 +81,18 @@ pub fn eval(args: &EvalArgs) -> Result<()> {
 /// The runs and their summary as a plain-text table.
 pub fn table(report: &SeedsReport) -> String {
     let mut out = format!("dataset {}\n", report.dataset);
-    out.push_str(&format!("{:>6}  {:>8}  {:>10}  {:>10}  {:>9}\n", "seed", "test", "best valid", "best epoch", "s/epoch"));
+    out.push_str(&format!(
+        "{:>6}  {:>8}  {:>10}  {:>10}  {:>9}\n",
+        "seed", "test", "best valid", "best epoch", "s/epoch"
+    ));
     for run in &report.runs {
         out.push_str(&format!(
             "{:>6}  {:>8.4}  {:>10.4}  {:>10}  {:>9.2}\n",
-            run.seed, run.test_accuracy, run.best_valid_accuracy, run.best_epoch, run.seconds_per_epoch
+            run.seed,
+            run.test_accuracy,
+            run.best_valid_accuracy,
+            run.best_epoch,
+            run.seconds_per_epoch
         ));
     }
     out.push_str(&format!(
@@ -109,7 +123,13 @@ impl BackendJob for EvalJob<'_> {
         _meter: Arc<dyn MemoryMeter>,
     ) -> Result<SeedsReport> {
         let mut progress = SeedProgress::default();
-        Ok(evaluate_seeds::<B>(self.config, self.seeds, &devices, &megagraph_train::Quiet, &mut progress)?)
+        Ok(evaluate_seeds::<B>(
+            self.config,
+            self.seeds,
+            &devices,
+            &megagraph_train::Quiet,
+            &mut progress,
+        )?)
     }
 }
 
@@ -145,7 +165,12 @@ impl SeedObserver for SeedProgress {
     fn seed_finished(&mut self, run: &SeedRun) {
         let line = format!(
             "{}: test {:.4}, best valid {:.4} at epoch {} of {}, {:.2} s/epoch",
-            self.label, run.test_accuracy, run.best_valid_accuracy, run.best_epoch, run.epochs_run, run.seconds_per_epoch
+            self.label,
+            run.test_accuracy,
+            run.best_valid_accuracy,
+            run.best_epoch,
+            run.epochs_run,
+            run.seconds_per_epoch
         );
         match self.bar.take() {
             Some(bar) => bar.finish_with_message(line),
@@ -162,7 +187,11 @@ mod tests {
     use crate::cli::{Cli, Command};
 
     fn eval_args(args: &[&str]) -> std::result::Result<EvalArgs, clap::Error> {
-        let cli = Cli::try_parse_from(["megagraph", "eval"].into_iter().chain(args.iter().copied()))?;
+        let cli = Cli::try_parse_from(
+            ["megagraph", "eval"]
+                .into_iter()
+                .chain(args.iter().copied()),
+        )?;
         match cli.command {
             Command::Eval(args) => Ok(*args),
             other => panic!("parsed as {other:?}"),
@@ -171,12 +200,19 @@ mod tests {
 
     #[test]
     fn the_seeds_start_at_the_seed_flag_and_train_flags_apply() {
-        let args = eval_args(&["--seeds", "3", "--seed", "10", "--epochs", "2", "--lr", "0.01"]).unwrap();
+        let args = eval_args(&[
+            "--seeds", "3", "--seed", "10", "--epochs", "2", "--lr", "0.01",
+        ])
+        .unwrap();
         let (config, seeds) = args.to_config().unwrap();
         assert_eq!(seeds, [10, 11, 12]);
         assert_eq!(config.training.epochs, 2);
         assert_eq!(config.optimizer.lr, 0.01);
-        let error = eval_args(&["--seeds", "0"]).unwrap().to_config().unwrap_err().to_string();
+        let error = eval_args(&["--seeds", "0"])
+            .unwrap()
+            .to_config()
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("--seeds"), "{error}");
     }
 
@@ -190,9 +226,15 @@ mod tests {
             epochs_run: 4,
             seconds_per_epoch: 1.5,
         };
-        let table = table(&SeedsReport::from_runs("toy", vec![run(0, 0.6), run(1, 0.8)]));
+        let table = table(&SeedsReport::from_runs(
+            "toy",
+            vec![run(0, 0.6), run(1, 0.8)],
+        ));
         assert!(table.contains("dataset toy"), "{table}");
-        assert!(table.contains("0.6000") && table.contains("0.8000"), "{table}");
+        assert!(
+            table.contains("0.6000") && table.contains("0.8000"),
+            "{table}"
+        );
         assert!(table.contains("test accuracy 0.7000 ± 0.1414"), "{table}");
     }
 }

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use clap::Args;
 use megagraph_parallel::{ContextParallelBackend, MemoryMeter};
-use megagraph_train::tune::{SearchSpace, TrialParams, TrialResult, TuneObserver, TuneOutputs, TuneReport, run_search};
+use megagraph_train::tune::{
+    SearchSpace, TrialParams, TrialResult, TuneObserver, TuneOutputs, TuneReport, run_search,
+};
 use megagraph_train::{SeedObserver, TrainConfig, TrainObserver};
 
 use super::backend::{BackendChoice, BackendJob};
@@ -91,7 +93,11 @@ pub fn tune(mut args: TuneArgs) -> Result<()> {
     );
     println!("  {}", params_text(&best.params));
     println!("best config written to {}", outputs.best_config().display());
-    println!("summary written to {} and {}", outputs.summary().display(), outputs.chart().display());
+    println!(
+        "summary written to {} and {}",
+        outputs.summary().display(),
+        outputs.chart().display()
+    );
     Ok(())
 }
 
@@ -120,9 +126,18 @@ impl BackendJob for TuneJob<'_> {
         devices: Vec<B::Device>,
         _meter: Arc<dyn MemoryMeter>,
     ) -> Result<TuneReport> {
-        let mut progress = TrialProgress { started: Instant::now() };
-        run_search::<B>(self.space, self.base, self.outputs, &devices, &megagraph_train::Quiet, &mut progress)
-            .map_err(CliError::from)
+        let mut progress = TrialProgress {
+            started: Instant::now(),
+        };
+        run_search::<B>(
+            self.space,
+            self.base,
+            self.outputs,
+            &devices,
+            &megagraph_train::Quiet,
+            &mut progress,
+        )
+        .map_err(CliError::from)
     }
 }
 
@@ -138,10 +153,20 @@ impl SeedObserver for TrialProgress {}
 
 impl TuneObserver for TrialProgress {
     fn trial_started(&mut self, index: usize, total: usize, params: &TrialParams) {
-        eprintln!("trial #{index} ({}/{total}): {}", index + 1, params_text(params));
+        eprintln!(
+            "trial #{index} ({}/{total}): {}",
+            index + 1,
+            params_text(params)
+        );
     }
 
-    fn trial_finished(&mut self, result: &TrialResult, total: usize, best: &TrialResult, resumed: bool) {
+    fn trial_finished(
+        &mut self,
+        result: &TrialResult,
+        total: usize,
+        best: &TrialResult,
+        resumed: bool,
+    ) {
         eprintln!(
             "trial #{} ({}/{total}) {}: valid {:.4}, test {:.4}; best so far #{} ({:.4}) [{:.0} s]",
             result.index,

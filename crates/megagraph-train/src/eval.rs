@@ -85,7 +85,8 @@ impl SeedsReport {
     pub fn from_runs(dataset: impl Into<String>, runs: Vec<SeedRun>) -> Self {
         let column = |f: fn(&SeedRun) -> f64| runs.iter().map(f).collect::<Vec<_>>();
         let (test_accuracy_mean, test_accuracy_std) = mean_std(&column(|r| r.test_accuracy));
-        let (valid_accuracy_mean, valid_accuracy_std) = mean_std(&column(|r| r.best_valid_accuracy));
+        let (valid_accuracy_mean, valid_accuracy_std) =
+            mean_std(&column(|r| r.best_valid_accuracy));
         let (seconds_per_epoch_mean, _) = mean_std(&column(|r| r.seconds_per_epoch));
         Self {
             dataset: dataset.into(),
@@ -195,13 +196,23 @@ mod tests {
 
     #[test]
     fn the_summary_is_the_mean_and_sample_std_of_the_runs() {
-        let report = SeedsReport::from_runs("d", vec![run(0, 0.8, 0.7, 1.0), run(1, 0.9, 0.75, 3.0), run(2, 0.85, 0.8, 2.0)]);
+        let report = SeedsReport::from_runs(
+            "d",
+            vec![
+                run(0, 0.8, 0.7, 1.0),
+                run(1, 0.9, 0.75, 3.0),
+                run(2, 0.85, 0.8, 2.0),
+            ],
+        );
         assert!((report.test_accuracy_mean - 0.85).abs() < 1e-12);
         // sample std of 0.8, 0.9, 0.85: sqrt((0.0025 + 0.0025 + 0) / 2) = 0.05
         assert!((report.test_accuracy_std - 0.05).abs() < 1e-12);
         assert!((report.valid_accuracy_mean - 0.75).abs() < 1e-12);
         assert!((report.seconds_per_epoch_mean - 2.0).abs() < 1e-12);
-        assert_eq!(report.runs.iter().map(|r| r.seed).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            report.runs.iter().map(|r| r.seed).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
         assert_eq!(mean_std(&[0.5]), (0.5, 0.0));
         assert_eq!(mean_std(&[]), (0.0, 0.0));
     }
@@ -215,7 +226,14 @@ mod tests {
         config.training.plot_dir = Some("plots".into());
         let seeded = seed_config(&config, 7);
         assert_eq!(seeded.training.seed, 7);
-        assert_eq!((seeded.training.metrics_out, seeded.training.checkpoint_dir, seeded.training.plot_dir), (None, None, None));
+        assert_eq!(
+            (
+                seeded.training.metrics_out,
+                seeded.training.checkpoint_dir,
+                seeded.training.plot_dir
+            ),
+            (None, None, None)
+        );
         assert!(!seeded.training.resume);
         assert_eq!(seeded.model, config.model);
     }

@@ -40,7 +40,11 @@ impl FastDropoutConfig {
     /// If `prob` is not in `[0, 1]` (as `burn::nn::DropoutConfig::init`; the trainer validates
     /// its configuration before building a model).
     pub fn init(&self) -> FastDropout {
-        assert!((0.0..=1.0).contains(&self.prob), "dropout probability must be in [0, 1], got {}", self.prob);
+        assert!(
+            (0.0..=1.0).contains(&self.prob),
+            "dropout probability must be in [0, 1], got {}",
+            self.prob
+        );
         FastDropout { prob: self.prob }
     }
 }
@@ -63,15 +67,27 @@ impl FastDropout {
     /// is enabled. The gradient is `mask / (1 - prob)`.
     ///
     /// - input: `[..., any]`; output: the same shape
-    pub fn forward_seeded<B: Backend, const D: usize>(&self, input: Tensor<B, D>, seed: u64, stream: u64) -> Tensor<B, D> {
+    pub fn forward_seeded<B: Backend, const D: usize>(
+        &self,
+        input: Tensor<B, D>,
+        seed: u64,
+        stream: u64,
+    ) -> Tensor<B, D> {
         if self.prob == 0.0 {
             return input;
         }
         if self.prob >= 1.0 {
             return input.zeros_like();
         }
-        let dropped = dropout_mask_tensor::<B, D>(input.shape(), self.prob, PhiloxStream::new(seed, stream), &input.device());
-        input.mask_fill(dropped, 0.0).mul_scalar(1.0 / (1.0 - self.prob))
+        let dropped = dropout_mask_tensor::<B, D>(
+            input.shape(),
+            self.prob,
+            PhiloxStream::new(seed, stream),
+            &input.device(),
+        );
+        input
+            .mask_fill(dropped, 0.0)
+            .mul_scalar(1.0 / (1.0 - self.prob))
     }
 }
 
@@ -89,8 +105,17 @@ mod tests {
         let device = Default::default();
         let prob = 0.3;
         let (seed, stream) = (0x5EED, 11);
-        let x = Tensor::<Autodiff<Flex>, 3>::random([3, 7, 50], Distribution::Normal(0.0, 1.0), &device).require_grad();
-        let weights = Tensor::<Autodiff<Flex>, 3>::random([3, 7, 50], Distribution::Normal(0.0, 1.0), &device);
+        let x = Tensor::<Autodiff<Flex>, 3>::random(
+            [3, 7, 50],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )
+        .require_grad();
+        let weights = Tensor::<Autodiff<Flex>, 3>::random(
+            [3, 7, 50],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        );
         let dropout = FastDropoutConfig::new(prob).init();
         let y = dropout.forward_seeded(x.clone(), seed, stream);
         let grads = (y.clone() * weights.clone()).sum().backward();
@@ -104,8 +129,12 @@ mod tests {
         let expected_y: Vec<f64> = (0..xs.len()).map(|i| xs[i] * keep(i)).collect();
         let expected_grad: Vec<f64> = (0..xs.len()).map(|i| ws[i] * keep(i)).collect();
         let tolerance = burn::tensor::Tolerance::<f64>::absolute(1e-5);
-        y.into_data().convert::<f64>().assert_approx_eq::<f64>(&TensorData::new(expected_y, [3, 7, 50]), tolerance);
-        grad.into_data().convert::<f64>().assert_approx_eq::<f64>(&TensorData::new(expected_grad, [3, 7, 50]), tolerance);
+        y.into_data()
+            .convert::<f64>()
+            .assert_approx_eq::<f64>(&TensorData::new(expected_y, [3, 7, 50]), tolerance);
+        grad.into_data()
+            .convert::<f64>()
+            .assert_approx_eq::<f64>(&TensorData::new(expected_grad, [3, 7, 50]), tolerance);
         assert!(mask.iter().any(|&d| d) && mask.iter().any(|&d| !d));
     }
 
@@ -114,11 +143,17 @@ mod tests {
         let device = Default::default();
         let dropout = FastDropoutConfig::new(0.5).init();
         let x = Tensor::<Flex, 2>::ones([4, 64], &device);
-        dropout.forward(x.clone()).into_data().assert_eq(&x.into_data(), true);
+        dropout
+            .forward(x.clone())
+            .into_data()
+            .assert_eq(&x.into_data(), true);
 
         let _autodiff = crate::autodiff_lock::autodiff_lock();
         let x = Tensor::<Autodiff<Flex>, 2>::ones([4, 64], &device);
-        let (a, b) = (dropout.forward(x.clone()).into_data(), dropout.forward(x).into_data());
+        let (a, b) = (
+            dropout.forward(x.clone()).into_data(),
+            dropout.forward(x).into_data(),
+        );
         assert_ne!(a, b, "two calls drew the same mask");
         for value in a.iter::<f32>() {
             assert!(value == 0.0 || value == 2.0, "{value}");
@@ -129,9 +164,15 @@ mod tests {
     fn probability_one_zeroes_and_zero_passes_through() {
         let device = Default::default();
         let x = Tensor::<Flex, 2>::random([3, 5], Distribution::Normal(0.0, 1.0), &device);
-        let zeroed = FastDropoutConfig::new(1.0).init().forward_seeded(x.clone(), 1, 2);
-        zeroed.into_data().assert_eq(&TensorData::zeros::<f32, _>([3, 5]), true);
-        let same = FastDropoutConfig::new(0.0).init().forward_seeded(x.clone(), 1, 2);
+        let zeroed = FastDropoutConfig::new(1.0)
+            .init()
+            .forward_seeded(x.clone(), 1, 2);
+        zeroed
+            .into_data()
+            .assert_eq(&TensorData::zeros::<f32, _>([3, 5]), true);
+        let same = FastDropoutConfig::new(0.0)
+            .init()
+            .forward_seeded(x.clone(), 1, 2);
         same.into_data().assert_eq(&x.into_data(), true);
     }
 }

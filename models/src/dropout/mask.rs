@@ -22,15 +22,17 @@ fn threshold(prob: f64) -> u64 {
 pub fn dropout_mask(len: usize, prob: f64, stream: PhiloxStream) -> Vec<bool> {
     let threshold = threshold(prob);
     let mut mask = vec![false; len];
-    mask.par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, out)| {
-        let first_block = (chunk * CHUNK / 4) as u64;
-        for (block, lanes) in out.chunks_mut(4).enumerate() {
-            let words = stream.block(first_block + block as u64);
-            for (dropped, word) in lanes.iter_mut().zip(words) {
-                *dropped = u64::from(word) < threshold;
+    mask.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(chunk, out)| {
+            let first_block = (chunk * CHUNK / 4) as u64;
+            for (block, lanes) in out.chunks_mut(4).enumerate() {
+                let words = stream.block(first_block + block as u64);
+                for (dropped, word) in lanes.iter_mut().zip(words) {
+                    *dropped = u64::from(word) < threshold;
+                }
             }
-        }
-    });
+        });
     mask
 }
 
@@ -54,7 +56,9 @@ pub fn draw_seed<B: Backend>(device: &B::Device) -> u64 {
     let draws = Tensor::<B, 1>::random([4], Distribution::Default, device).into_data();
     draws
         .iter::<f32>()
-        .fold(0x243F_6A88_85A3_08D3, |seed, draw| splitmix64(seed ^ u64::from(draw.to_bits())))
+        .fold(0x243F_6A88_85A3_08D3, |seed, draw| {
+            splitmix64(seed ^ u64::from(draw.to_bits()))
+        })
 }
 
 /// The SplitMix64 finalizer: a bijective 64-bit mix.
@@ -70,7 +74,10 @@ mod tests {
     use super::*;
 
     fn pool(threads: usize) -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a rayon pool")
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a rayon pool")
     }
 
     #[test]
@@ -84,7 +91,11 @@ mod tests {
         // and element i is word i of the stream, computed alone
         let threshold = threshold(0.37);
         for index in [0, 1, 3, 4, CHUNK - 1, CHUNK, 3 * CHUNK + 2, len - 1] {
-            assert_eq!(one[index], u64::from(stream.word(index as u64)) < threshold, "element {index}");
+            assert_eq!(
+                one[index],
+                u64::from(stream.word(index as u64)) < threshold,
+                "element {index}"
+            );
         }
     }
 
@@ -96,12 +107,21 @@ mod tests {
             let dropped = mask.iter().filter(|&&d| d).count() as f64;
             // five standard deviations of a binomial count: fails by chance about once in 3.5M
             let sigma = (len as f64 * prob * (1.0 - prob)).sqrt();
-            assert!((dropped - prob * len as f64).abs() < 5.0 * sigma, "p {prob}: {dropped} of {len}");
+            assert!(
+                (dropped - prob * len as f64).abs() < 5.0 * sigma,
+                "p {prob}: {dropped} of {len}"
+            );
             // neighbouring elements are independent: pairs both dropped at rate p²
-            let both = mask.chunks_exact(2).filter(|pair| pair[0] && pair[1]).count() as f64;
+            let both = mask
+                .chunks_exact(2)
+                .filter(|pair| pair[0] && pair[1])
+                .count() as f64;
             let pairs = (len / 2) as f64;
             let q = prob * prob;
-            assert!((both - q * pairs).abs() < 5.0 * (pairs * q * (1.0 - q)).sqrt(), "p {prob}: {both} pairs");
+            assert!(
+                (both - q * pairs).abs() < 5.0 * (pairs * q * (1.0 - q)).sqrt(),
+                "p {prob}: {both} pairs"
+            );
         }
     }
 
@@ -109,10 +129,16 @@ mod tests {
     fn streams_and_seeds_give_independent_masks() {
         let len = 1 << 18;
         let a = dropout_mask(len, 0.5, PhiloxStream::new(7, 0));
-        for other in [dropout_mask(len, 0.5, PhiloxStream::new(7, 1)), dropout_mask(len, 0.5, PhiloxStream::new(8, 0))] {
+        for other in [
+            dropout_mask(len, 0.5, PhiloxStream::new(7, 1)),
+            dropout_mask(len, 0.5, PhiloxStream::new(8, 0)),
+        ] {
             let agree = a.iter().zip(&other).filter(|(x, y)| x == y).count() as f64;
             let sigma = (len as f64 * 0.25).sqrt();
-            assert!((agree - 0.5 * len as f64).abs() < 5.0 * sigma, "{agree} of {len} agree");
+            assert!(
+                (agree - 0.5 * len as f64).abs() < 5.0 * sigma,
+                "{agree} of {len} agree"
+            );
         }
     }
 

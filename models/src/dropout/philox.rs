@@ -54,7 +54,15 @@ impl PhiloxStream {
     /// Words `4 * block .. 4 * block + 4` of the stream.
     #[inline]
     pub fn block(&self, block: u64) -> [u32; 4] {
-        philox4x32_10([block as u32, (block >> 32) as u32, self.stream[0], self.stream[1]], self.key)
+        philox4x32_10(
+            [
+                block as u32,
+                (block >> 32) as u32,
+                self.stream[0],
+                self.stream[1],
+            ],
+            self.key,
+        )
     }
 
     /// Word `index` of the stream.
@@ -70,13 +78,19 @@ mod tests {
     #[test]
     fn matches_the_random123_known_answers() {
         // Random123 1.09, kat_vectors: philox4x32 10 <counter> <key> <output>
-        assert_eq!(philox4x32_10([0; 4], [0; 2]), [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]);
+        assert_eq!(
+            philox4x32_10([0; 4], [0; 2]),
+            [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]
+        );
         assert_eq!(
             philox4x32_10([u32::MAX; 4], [u32::MAX; 2]),
             [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
         );
         assert_eq!(
-            philox4x32_10([0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344], [0xa409_3822, 0x299f_31d0]),
+            philox4x32_10(
+                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+                [0xa409_3822, 0x299f_31d0]
+            ),
             [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]
         );
     }
@@ -88,7 +102,13 @@ mod tests {
         for (lane, word) in block.iter().enumerate() {
             assert_eq!(stream.word(20 + lane as u64), *word);
         }
-        assert_ne!(PhiloxStream::new(1, 0).block(0), PhiloxStream::new(1, 1).block(0));
-        assert_ne!(PhiloxStream::new(1, 0).block(0), PhiloxStream::new(2, 0).block(0));
+        assert_ne!(
+            PhiloxStream::new(1, 0).block(0),
+            PhiloxStream::new(1, 1).block(0)
+        );
+        assert_ne!(
+            PhiloxStream::new(1, 0).block(0),
+            PhiloxStream::new(2, 0).block(0)
+        );
     }
 }

@@ -28,15 +28,14 @@ pub fn trial_config(base: &TrainConfig, params: &TrialParams) -> TuneResult<Trai
         };
         set_path(&mut document, key, value.clone()).map_err(rejected)?;
         let text = toml::to_string(&document).map_err(|err| rejected(err.to_string()))?;
-        config = TrainConfig::from_toml_str(&text).map_err(|message| rejected(strip_location(&message)))?;
+        config = TrainConfig::from_toml_str(&text)
+            .map_err(|message| rejected(strip_location(&message)))?;
     }
-    config
-        .validate()
-        .map_err(|err| TuneError::Param {
-            key: params.keys().cloned().collect::<Vec<_>>().join(", "),
-            value: "(this trial's values)".into(),
-            reason: err.to_string(),
-        })?;
+    config.validate().map_err(|err| TuneError::Param {
+        key: params.keys().cloned().collect::<Vec<_>>().join(", "),
+        value: "(this trial's values)".into(),
+        reason: err.to_string(),
+    })?;
     Ok(config)
 }
 
@@ -74,7 +73,10 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, toml::Value)]) -> TrialParams {
-        pairs.iter().map(|(key, value)| (key.to_string(), value.clone())).collect()
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.clone()))
+            .collect()
     }
 
     #[test]
@@ -92,7 +94,10 @@ mod tests {
         .unwrap();
         assert_eq!(config.optimizer.lr, 0.01);
         assert_eq!(config.model.layers, Some(3));
-        assert_eq!(config.data.sequences, megagraph_graph::SequenceStrategy::Random);
+        assert_eq!(
+            config.data.sequences,
+            megagraph_graph::SequenceStrategy::Random
+        );
         let mut expected = base.clone();
         expected.optimizer.lr = 0.01;
         expected.model.layers = Some(3);
@@ -103,9 +108,16 @@ mod tests {
     #[test]
     fn unknown_fields_wrong_types_and_invalid_values_name_the_key() {
         let base = TrainConfig::default();
-        let error = |key: &str, value: toml::Value| trial_config(&base, &params(&[(key, value)])).unwrap_err().to_string();
+        let error = |key: &str, value: toml::Value| {
+            trial_config(&base, &params(&[(key, value)]))
+                .unwrap_err()
+                .to_string()
+        };
         let message = error("optimizer.learning_rate", toml::Value::Float(0.1));
-        assert!(message.contains("optimizer.learning_rate") && message.contains("unknown field"), "{message}");
+        assert!(
+            message.contains("optimizer.learning_rate") && message.contains("unknown field"),
+            "{message}"
+        );
         let message = error("model.layers", toml::Value::String("three".into()));
         assert!(message.contains("model.layers"), "{message}");
         let message = error("model.dropout", toml::Value::Float(1.5));

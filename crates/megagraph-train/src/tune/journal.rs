@@ -61,7 +61,8 @@ impl Journal {
             }
             Err(err) => return Err(failed(err.to_string())),
         };
-        let journal: Self = serde_json::from_str(&text).map_err(|err| failed(format!("line {}: {err}", err.line())))?;
+        let journal: Self = serde_json::from_str(&text)
+            .map_err(|err| failed(format!("line {}: {err}", err.line())))?;
         if journal.fingerprint != fingerprint {
             return Err(failed(
                 "was written by a search with another space, budget or base config: \
@@ -111,7 +112,11 @@ mod tests {
     fn trial(index: usize) -> TrialResult {
         TrialResult {
             index,
-            params: [("optimizer.lr".to_string(), toml::Value::Float(0.001 * (index + 1) as f64))].into(),
+            params: [(
+                "optimizer.lr".to_string(),
+                toml::Value::Float(0.001 * (index + 1) as f64),
+            )]
+            .into(),
             valid_accuracy: 0.5,
             test_accuracy: 0.4,
             seconds_per_epoch: 1.0,
@@ -136,7 +141,10 @@ mod tests {
         assert_eq!(loaded.get(2).map(|t| t.index), Some(2));
         assert!(loaded.get(1).is_none());
         let error = Journal::load(&path, "abd").unwrap_err().to_string();
-        assert!(error.contains("trials.json") && error.contains("another"), "{error}");
+        assert!(
+            error.contains("trials.json") && error.contains("another"),
+            "{error}"
+        );
         std::fs::write(&path, "{ not json").unwrap();
         let error = Journal::load(&path, "abc").unwrap_err().to_string();
         assert!(error.contains("line 1"), "{error}");

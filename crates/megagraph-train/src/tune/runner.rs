@@ -23,7 +23,14 @@ pub trait TuneObserver: SeedObserver {
     fn trial_started(&mut self, _index: usize, _total: usize, _params: &TrialParams) {}
     /// Trial `result.index` (of `total`) is done; `resumed` when it was read from the journal
     /// instead of run. `best` is the best trial so far.
-    fn trial_finished(&mut self, _result: &TrialResult, _total: usize, _best: &TrialResult, _resumed: bool) {}
+    fn trial_finished(
+        &mut self,
+        _result: &TrialResult,
+        _total: usize,
+        _best: &TrialResult,
+        _resumed: bool,
+    ) {
+    }
 }
 
 impl TuneObserver for crate::trainer::Quiet {}
@@ -105,7 +112,10 @@ pub fn run_search<B: ContextParallelBackend>(
         .map(|params| trial_config(base, params))
         .collect::<TuneResult<Vec<_>>>()?;
     let journal_file = outputs.journal();
-    let mut journal = Journal::load(&journal_file, &fingerprint(&format!("{:?}", (space, &planned, base))))?;
+    let mut journal = Journal::load(
+        &journal_file,
+        &fingerprint(&format!("{:?}", (space, &planned, base))),
+    )?;
     if let Some(stray) = journal
         .trials
         .iter()
@@ -129,7 +139,11 @@ pub fn run_search<B: ContextParallelBackend>(
                     .map(|k| config.training.seed.wrapping_add(k))
                     .collect();
                 let report = evaluate_seeds::<B>(config, &seeds, devices, prepare, &mut *observer)?;
-                log::info!("trial {index}: valid {:.4} in {:.1} s", report.valid_accuracy_mean, started.elapsed().as_secs_f64());
+                log::info!(
+                    "trial {index}: valid {:.4} in {:.1} s",
+                    report.valid_accuracy_mean,
+                    started.elapsed().as_secs_f64()
+                );
                 let result = TrialResult {
                     index,
                     params: params.clone(),
@@ -145,7 +159,10 @@ pub fn run_search<B: ContextParallelBackend>(
             }
         };
         resumed_trials += usize::from(resumed);
-        if best.as_ref().is_none_or(|b| result.valid_accuracy > b.valid_accuracy) {
+        if best
+            .as_ref()
+            .is_none_or(|b| result.valid_accuracy > b.valid_accuracy)
+        {
             best = Some(result.clone());
         }
         if let Some(best) = &best {
@@ -175,7 +192,12 @@ pub fn run_search<B: ContextParallelBackend>(
 }
 
 /// Writes the best trial's configuration as TOML, headed by a comment naming its parameters.
-fn write_best_config(config: &TrainConfig, best: &TrialResult, total: usize, path: &Path) -> TuneResult<()> {
+fn write_best_config(
+    config: &TrainConfig,
+    best: &TrialResult,
+    total: usize,
+    path: &Path,
+) -> TuneResult<()> {
     let body = toml::to_string_pretty(config).map_err(|err| TuneError::Param {
         key: String::new(),
         value: String::new(),
@@ -205,7 +227,11 @@ fn write_summary(report: &TuneReport, path: &Path) -> TuneResult<()> {
 /// Every trial's validation and test accuracy against its index, with the best so far.
 pub fn trials_chart(report: &TuneReport) -> Chart {
     let points = |value: fn(&TrialResult) -> f64| -> Vec<(f64, f64)> {
-        report.trials.iter().map(|t| (t.index as f64, value(t))).collect()
+        report
+            .trials
+            .iter()
+            .map(|t| (t.index as f64, value(t)))
+            .collect()
     };
     let mut running = f64::NEG_INFINITY;
     let best_so_far = report
@@ -216,8 +242,24 @@ pub fn trials_chart(report: &TuneReport) -> Chart {
             (t.index as f64, running)
         })
         .collect();
-    Chart::new(format!("tune: {} trials", report.trials.len()), "trial", "accuracy")
-        .with_series(Series::new("valid (score)", points(|t| t.valid_accuracy), SeriesStyle::Points))
-        .with_series(Series::new("test", points(|t| t.test_accuracy), SeriesStyle::Points))
-        .with_series(Series::new("best valid so far", best_so_far, SeriesStyle::Line))
+    Chart::new(
+        format!("tune: {} trials", report.trials.len()),
+        "trial",
+        "accuracy",
+    )
+    .with_series(Series::new(
+        "valid (score)",
+        points(|t| t.valid_accuracy),
+        SeriesStyle::Points,
+    ))
+    .with_series(Series::new(
+        "test",
+        points(|t| t.test_accuracy),
+        SeriesStyle::Points,
+    ))
+    .with_series(Series::new(
+        "best valid so far",
+        best_so_far,
+        SeriesStyle::Line,
+    ))
 }

@@ -152,7 +152,8 @@ impl SearchSpace {
                 .span()
                 .map(|span| {
                     let line = text[..span.start].matches('\n').count() + 1;
-                    let column = span.start - text[..span.start].rfind('\n').map_or(0, |i| i + 1) + 1;
+                    let column =
+                        span.start - text[..span.start].rfind('\n').map_or(0, |i| i + 1) + 1;
                     format!("line {line}, column {column}: ")
                 })
                 .unwrap_or_default();
@@ -174,18 +175,25 @@ impl SearchSpace {
             return Err(invalid("search.trials", "must be at least 1"));
         }
         if search.strategy == Strategy::Random && search.trials.is_none() {
-            return Err(invalid("search.trials", "is required for a random search (the number of draws)"));
+            return Err(invalid(
+                "search.trials",
+                "is required for a random search (the number of draws)",
+            ));
         }
         if file.params.is_empty() {
             return Err(invalid("params", "names no parameter: give at least one"));
         }
         let mut params = BTreeMap::new();
         for (key, table) in file.params {
-            let param = parse_param(&table).map_err(|reason| invalid(&format!("params.\"{key}\""), &reason))?;
+            let param = parse_param(&table)
+                .map_err(|reason| invalid(&format!("params.\"{key}\""), &reason))?;
             if search.strategy == Strategy::Grid
                 && let Param::Range { steps: None, .. } = param
             {
-                return Err(invalid(&format!("params.\"{key}\""), "is a range: a grid search needs its `steps`"));
+                return Err(invalid(
+                    &format!("params.\"{key}\""),
+                    "is a range: a grid search needs its `steps`",
+                ));
             }
             params.insert(key, param);
         }
@@ -201,7 +209,10 @@ impl SearchSpace {
             params,
         };
         if space.strategy == Strategy::Grid && space.grid_size() > MAX_GRID {
-            return Err(invalid("params", &format!("make a grid of more than {MAX_GRID} points")));
+            return Err(invalid(
+                "params",
+                &format!("make a grid of more than {MAX_GRID} points"),
+            ));
         }
         Ok(space)
     }
@@ -219,8 +230,11 @@ impl SearchSpace {
     pub fn trials(&self) -> Vec<TrialParams> {
         match self.strategy {
             Strategy::Grid => {
-                let axes: Vec<(&String, Vec<toml::Value>)> =
-                    self.params.iter().map(|(key, param)| (key, grid_values(param))).collect();
+                let axes: Vec<(&String, Vec<toml::Value>)> = self
+                    .params
+                    .iter()
+                    .map(|(key, param)| (key, grid_values(param)))
+                    .collect();
                 let total = self.grid_size().min(self.trials.unwrap_or(usize::MAX));
                 (0..total)
                     .map(|mut point| {
@@ -271,7 +285,9 @@ fn parse_param(table: &ParamTable) -> Result<Param, String> {
                 return Err(format!("has `min` = {min} above `max` = {max}"));
             }
             if table.log && min <= 0.0 {
-                return Err(format!("is a log range from {min}: both bounds must be positive"));
+                return Err(format!(
+                    "is a log range from {min}: both bounds must be positive"
+                ));
             }
             if table.steps.is_some_and(|steps| steps < 2) && min < max {
                 return Err("has `steps` below 2: a range's grid holds both ends".into());
@@ -291,7 +307,9 @@ fn parse_param(table: &ParamTable) -> Result<Param, String> {
 /// The value of a range at `fraction` of its span (in `ln x` for log ranges).
 fn at(min: f64, max: f64, log: bool, fraction: f64) -> f64 {
     if log {
-        (min.ln() + fraction * (max.ln() - min.ln())).exp().clamp(min, max)
+        (min.ln() + fraction * (max.ln() - min.ln()))
+            .exp()
+            .clamp(min, max)
     } else {
         min + fraction * (max - min)
     }
@@ -311,11 +329,21 @@ fn number_value(x: f64, min: f64, max: f64, integer: bool) -> toml::Value {
 fn grid_values(param: &Param) -> Vec<toml::Value> {
     match param {
         Param::Choice(values) => values.clone(),
-        &Param::Range { min, max, log, integer, steps } => {
+        &Param::Range {
+            min,
+            max,
+            log,
+            integer,
+            steps,
+        } => {
             let steps = steps.unwrap_or(1).max(1);
             let mut values: Vec<toml::Value> = Vec::with_capacity(steps);
             for i in 0..steps {
-                let fraction = if steps == 1 { 0.0 } else { i as f64 / (steps - 1) as f64 };
+                let fraction = if steps == 1 {
+                    0.0
+                } else {
+                    i as f64 / (steps - 1) as f64
+                };
                 let value = number_value(at(min, max, log, fraction), min, max, integer);
                 if !values.contains(&value) {
                     values.push(value);
@@ -331,7 +359,13 @@ fn grid_values(param: &Param) -> Vec<toml::Value> {
 fn draw(param: &Param, rng: &mut ChaCha8Rng) -> toml::Value {
     match param {
         Param::Choice(values) => values[rng.random_range(0..values.len())].clone(),
-        &Param::Range { min, max, log, integer, .. } => {
+        &Param::Range {
+            min,
+            max,
+            log,
+            integer,
+            ..
+        } => {
             if integer && !log {
                 toml::Value::Integer(rng.random_range(min as i64..=max as i64))
             } else {
@@ -364,7 +398,10 @@ mod tests {
         assert_eq!(trials[3]["model.layers"], toml::Value::Integer(2));
         assert!((lr(&trials[0]) - 0.001).abs() < 1e-12 && (lr(&trials[1]) - 0.01).abs() < 1e-12);
         assert!((lr(&trials[2]) - 0.1).abs() < 1e-12 && (lr(&trials[5]) - 0.1).abs() < 1e-12);
-        let budget = SearchSpace { trials: Some(4), ..grid };
+        let budget = SearchSpace {
+            trials: Some(4),
+            ..grid
+        };
         assert_eq!(budget.trials(), trials[..4]);
     }
 
@@ -375,10 +412,20 @@ mod tests {
                     \"optimizer.weight_decay\" = { min = 1e-5, max = 1e-2, log = true }\n\
                     \"data.sequences\" = { values = [\"locality\", \"random\"] }\n";
         let random = space(text).unwrap();
-        assert_eq!(random.base, Some(PathBuf::from("configs/tune/../train/cora.toml")));
+        assert_eq!(
+            random.base,
+            Some(PathBuf::from("configs/tune/../train/cora.toml"))
+        );
         let trials = random.trials();
         assert_eq!(trials, space(text).unwrap().trials());
-        assert_ne!(trials, SearchSpace { seed: 4, ..random.clone() }.trials());
+        assert_ne!(
+            trials,
+            SearchSpace {
+                seed: 4,
+                ..random.clone()
+            }
+            .trials()
+        );
         let mut layers = std::collections::BTreeSet::new();
         for trial in &trials {
             let dropout = trial["model.dropout"].as_float().unwrap();
@@ -389,7 +436,10 @@ mod tests {
         }
         assert_eq!(layers.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
         // log-uniform: about half the draws below the geometric middle (1e-5 · 1e-2)^½
-        let below = trials.iter().filter(|t| t["optimizer.weight_decay"].as_float().unwrap() < 10f64.powf(-3.5)).count();
+        let below = trials
+            .iter()
+            .filter(|t| t["optimizer.weight_decay"].as_float().unwrap() < 10f64.powf(-3.5))
+            .count();
         assert!((10..=40).contains(&below), "{below} of 50");
     }
 
@@ -398,15 +448,29 @@ mod tests {
         let error = |text: &str| space(text).unwrap_err().to_string();
         let message = error("[params]\n\"model.dropout\" = { min = 0.1, max = 0.6 }\n");
         assert!(message.contains("search.trials"), "{message}");
-        let message = error("[search]\nstrategy = \"grid\"\n[params]\n\"model.dropout\" = { min = 0.1, max = 0.6 }\n");
-        assert!(message.contains("params.\"model.dropout\"") && message.contains("steps"), "{message}");
-        let message = error("[search]\ntrials = 2\n[params]\n\"optimizer.lr\" = { min = 0.1, max = 0.01 }\n");
-        assert!(message.contains("optimizer.lr") && message.contains("above"), "{message}");
-        let message = error("[search]\ntrials = 2\n[params]\n\"optimizer.lr\" = { min = 0.0, max = 0.1, log = true }\n");
+        let message = error(
+            "[search]\nstrategy = \"grid\"\n[params]\n\"model.dropout\" = { min = 0.1, max = 0.6 }\n",
+        );
+        assert!(
+            message.contains("params.\"model.dropout\"") && message.contains("steps"),
+            "{message}"
+        );
+        let message =
+            error("[search]\ntrials = 2\n[params]\n\"optimizer.lr\" = { min = 0.1, max = 0.01 }\n");
+        assert!(
+            message.contains("optimizer.lr") && message.contains("above"),
+            "{message}"
+        );
+        let message = error(
+            "[search]\ntrials = 2\n[params]\n\"optimizer.lr\" = { min = 0.0, max = 0.1, log = true }\n",
+        );
         assert!(message.contains("positive"), "{message}");
         let message = error("[search]\ntrials = 2\n[params]\n\"optimizer.lr\" = { values = [] }\n");
         assert!(message.contains("no values"), "{message}");
         let message = error("[search]\ntrials = 2\nbudget = 3\n[params]\n");
-        assert!(message.contains("line 3") && message.contains("budget"), "{message}");
+        assert!(
+            message.contains("line 3") && message.contains("budget"),
+            "{message}"
+        );
     }
 }
