@@ -45,7 +45,7 @@ impl TuneArgs {
     ///
     /// The space's or the config's errors; [`CliError::InvalidFlag`] for a zero budget or
     /// seed count, or multi-node flags.
-    pub fn to_search(&mut self) -> Result<(SearchSpace, TrainConfig)> {
+    pub fn resolve_search(&mut self) -> Result<(SearchSpace, TrainConfig)> {
         let mut space = SearchSpace::from_toml_file(&self.space)?;
         if let Some(trials) = self.trials {
             if trials == 0 {
@@ -71,7 +71,7 @@ impl TuneArgs {
 
 /// `megagraph tune`: runs (or resumes) the search and prints the best trial and the files.
 pub fn tune(mut args: TuneArgs) -> Result<()> {
-    let (space, base) = args.to_search()?;
+    let (space, base) = args.resolve_search()?;
     args.train.backend.check()?;
     let outputs = TuneOutputs::new(&args.out);
     let report = args.train.backend.run_on(
