@@ -2,7 +2,7 @@
 //! that one layer runs on one device or on a parallel mesh without a copy of its code.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Distribution, Tensor};
+use burn::tensor::{Bool, Tensor};
 use megagraph_kernels::{
     AttentionBias, AttentionError, AttentionOptions, DistanceBias, GraphAttentionBackend, graph_attention,
 };
@@ -71,7 +71,9 @@ pub fn key_mask<B: Backend>(padding: &Tensor<B, 2, Bool>, key_dropout: f64) -> T
     if key_dropout <= 0.0 || !B::ad_enabled(&device) {
         return padding.clone();
     }
-    let hidden = Tensor::<B, 2>::random(padding.dims(), Distribution::Bernoulli(key_dropout), &device).equal_elem(1.0);
+    // a Philox mask (see crate::dropout) keyed by a seed from the backend's generator
+    let stream = crate::dropout::PhiloxStream::new(crate::dropout::draw_seed::<B>(&device), 0);
+    let hidden = crate::dropout::dropout_mask_tensor::<B, 2>(padding.shape(), key_dropout, stream, &device);
     padding.clone().bool_or(hidden)
 }
 
@@ -80,7 +82,7 @@ mod tests {
     use std::cell::RefCell;
 
     use burn::backend::Flex;
-    use burn::tensor::{Int, TensorData};
+    use burn::tensor::{Distribution, Int, TensorData};
 
     use super::*;
     use crate::GraphTransformerLayerConfig;

@@ -1,11 +1,11 @@
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Bool, Tensor, backend::Backend};
 use megagraph_kernels::{AttentionBias, DistanceBias, GraphAttentionBackend};
 
 use crate::activation::ExactGelu;
-use crate::{Attend, GraphAttention, GraphAttentionConfig, LocalAttention, spatial_bias};
+use crate::{Attend, FastDropout, FastDropoutConfig, GraphAttention, GraphAttentionConfig, LocalAttention, spatial_bias};
 
 /// Configuration of a [`GraphTransformerLayer`].
 #[derive(Config, Debug)]
@@ -40,8 +40,8 @@ pub struct GraphTransformerLayer<B: Backend> {
     pub ffn_out: Linear<B>,
     /// FFN activation (GELU with the exact derivative on every backend).
     pub activation: ExactGelu,
-    /// Residual-branch dropout.
-    pub dropout: Dropout,
+    /// Residual-branch and FFN dropout (a fresh mask per call, so per use and per layer).
+    pub dropout: FastDropout,
 }
 
 impl GraphTransformerLayerConfig {
@@ -56,7 +56,7 @@ impl GraphTransformerLayerConfig {
             ffn_in: LinearConfig::new(self.d_model, self.ffn_hidden).init(device),
             ffn_out: LinearConfig::new(self.ffn_hidden, self.d_model).init(device),
             activation: ExactGelu::new(),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: FastDropoutConfig::new(self.dropout).init(),
         }
     }
 }

@@ -13,6 +13,9 @@
 //! - `L` pre-LN [layers](GraphTransformerLayer) of biased multi-head attention and a GELU FFN;
 //! - a final layer norm and a linear classifier.
 //!
+//! Every dropout in the model is a [`FastDropout`] (see [`dropout`]): Philox masks filled in
+//! parallel.
+//!
 //! The model is split into [`GraphTransformer::embed`], the layers and [`GraphTransformer::head`]
 //! so that a pipeline can place the (heavy) embedding stage and any share of layers on a stage.
 //!
@@ -25,6 +28,7 @@ mod attention;
 #[cfg(test)]
 mod autodiff_lock;
 mod batch;
+pub mod dropout;
 pub mod encoders;
 pub mod temporal;
 mod layer;
@@ -37,6 +41,7 @@ pub use activation::ExactGelu;
 pub use attend::{Attend, AttendInputs, LocalAttention, key_mask, spatial_bias};
 pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
+pub use dropout::{FastDropout, FastDropoutConfig};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};
 pub use loss::masked_cross_entropy;
 pub use materialize::materialize;

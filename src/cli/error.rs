@@ -21,6 +21,9 @@ pub enum CliError {
     /// Configuring, preparing or running training failed.
     #[error(transparent)]
     Train(#[from] TrainError),
+    /// A hyperparameter search failed (its space, journal, a trial's training).
+    #[error(transparent)]
+    Tune(#[from] megagraph_train::tune::TuneError),
     /// Loading, training or testing a temporal model failed.
     #[error(transparent)]
     Temporal(#[from] megagraph_temporal::TemporalTrainError),

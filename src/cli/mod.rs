@@ -2,24 +2,28 @@
 
 mod backend;
 mod error;
+mod eval;
 mod nodes;
 mod orchestrator;
 mod plan;
 mod profile;
 mod temporal;
 mod train;
+mod tune;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use megagraph_models::ModelPreset;
 
+use eval::EvalArgs;
 use nodes::NodeArgs;
 use orchestrator::OrchestratorArgs;
 use plan::PlanArgs;
 use profile::ProfileArgs;
 use temporal::TemporalArgs;
 use train::TrainArgs;
+use tune::TuneArgs;
 
 use megagraph_train::ModelConfig;
 use error::Result;
@@ -115,6 +119,12 @@ pub enum Command {
     /// With no arguments it trains on the built-in synthetic graph. Flags override the config
     /// file, which overrides the defaults.
     Train(Box<TrainArgs>),
+    /// Train several seeds of one configuration and report test accuracy as mean ± std
+    /// (a table, and JSON with --json).
+    Eval(Box<EvalArgs>),
+    /// Search hyperparameters (a TOML search space: grid or seeded random) scored on validation
+    /// accuracy; writes the best config, a JSON and SVG summary, and resumes after a kill.
+    Tune(Box<TuneArgs>),
     /// Choose a parallel plan (pp x cp x dp, micro-batches, layer split) for a model on a cluster
     /// and explain the choice.
     Plan(PlanArgs),
@@ -137,6 +147,8 @@ pub fn run(cli: Cli) -> Result<()> {
             args.backend,
             args.devices,
         ),
+        Command::Eval(args) => eval::eval(&args),
+        Command::Tune(args) => tune::tune(*args),
         Command::Plan(args) => plan::plan(&args),
         Command::Profile(args) => profile::profile(&args),
         Command::Orchestrator(args) => orchestrator::orchestrator(&args),

@@ -11,6 +11,7 @@ mod curves;
 mod data;
 mod engine;
 mod error;
+mod eval;
 mod features;
 pub mod files;
 pub mod learner;
@@ -23,6 +24,7 @@ mod prepare;
 mod progress;
 mod schedule;
 mod trainer;
+pub mod tune;
 
 /// burn-train, re-exported: `SupervisedTraining`, `Learner`, metrics, checkpointers.
 pub use burn_train;
@@ -36,6 +38,7 @@ pub use config::{
 pub use curves::write_training_curves;
 pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};
+pub use eval::{SeedObserver, SeedRun, SeedsReport, evaluate_seeds, mean_std, seed_config};
 pub use mesh_plan::MeshPlan;
 pub use features::{row_normalized, with_propagated_hops};
 pub use learner::{

@@ -1,9 +1,9 @@
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
+use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::NodeInput;
+use crate::{FastDropout, FastDropoutConfig, NodeInput};
 
 /// Configuration of an [`InputEncoder`].
 #[derive(Config, Debug)]
@@ -28,8 +28,8 @@ pub struct InputEncoder<B: Backend> {
     pub linear: Option<Linear<B>>,
     /// Node-id embeddings (graphs without features).
     pub embedding: Option<Embedding<B>>,
-    /// Dropout on the raw features.
-    pub dropout: Dropout,
+    /// Dropout on the raw features (one bool mask of the input's shape per call).
+    pub dropout: FastDropout,
 }
 
 impl InputEncoderConfig {
@@ -49,7 +49,7 @@ impl InputEncoderConfig {
         InputEncoder {
             linear,
             embedding,
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: FastDropoutConfig::new(self.dropout).init(),
         }
     }
 }
