@@ -5,6 +5,7 @@ use megagraph_graph::synthetic::{CsbmConfig, PowerLawConfig};
 use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
 
+use crate::attention::AttentionConfig;
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::schedule::WarmupCosine;
@@ -26,6 +27,8 @@ pub struct TrainConfig {
     pub training: TrainingConfig,
     /// How each optimizer step runs: one device, or a `pp x cp x dp` mesh of workers.
     pub mesh: MeshConfig,
+    /// Which attention the steps run (full, or TorchGT's sparse and interleaved modes).
+    pub attention: AttentionConfig,
 }
 
 /// Where shortest-path distances are measured.
@@ -505,6 +508,7 @@ impl TrainConfig {
             return invalid("training.max_steps", "must be at least 1 (unset = no limit)");
         }
         self.synthetic.validate()?;
+        self.attention.validate()?;
         Ok(())
     }
 
