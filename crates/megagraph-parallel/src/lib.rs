@@ -44,6 +44,7 @@ pub mod nodes;
 mod stage;
 pub mod threads;
 mod trainer;
+mod ulysses;
 mod worker;
 
 pub use megagraph_layout::{
@@ -58,6 +59,7 @@ pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use stage::{StageModule, trainable};
 pub use trainer::{OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
+pub use ulysses::{Exchanged, UlyssesAttention, UlyssesBackend, UlyssesEndpoint, ulysses_attention};
 /// Test hooks (feature `testing`): a deliberate panic of one rank at one step.
 #[cfg(feature = "testing")]
 pub use trainer::InjectedFault;
