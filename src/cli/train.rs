@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use indicatif::ProgressBar;
-use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
+use megagraph_parallel::{ContextParallelBackend, CpMode, MemoryMeter, NodeConfig};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::{ModelShapeArgs, progress_bar};
@@ -130,6 +130,10 @@ pub struct TrainArgs {
     /// Context-parallel blocks per sequence.
     #[arg(long, value_name = "C", help_heading = "Parallel layout")]
     pub cp: Option<usize>,
+    /// How the --cp ranks attend over the whole sequence: the graph-aware ring, or Ulysses
+    /// (all-to-alls over the heads; the head count must be a multiple of --cp).
+    #[arg(long, value_enum, value_name = "MODE", help_heading = "Parallel layout")]
+    pub cp_mode: Option<CpModeArg>,
     /// Data-parallel replicas (must divide --batch-size).
     #[arg(long, value_name = "D", help_heading = "Parallel layout")]
     pub dp: Option<usize>,
@@ -198,6 +202,15 @@ fn sequence_strategy() -> impl clap::builder::TypedValueParser<Value = SequenceS
         "random" => SequenceStrategy::Random,
         _ => SequenceStrategy::Locality,
     })
+}
+
+/// `--cp-mode` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum CpModeArg {
+    /// Key/value blocks travel a ring; each rank holds its rows of the distance index.
+    Ring,
+    /// Two all-to-alls per attention scatter the heads and gather the sequence.
+    Ulysses,
 }
 
 /// `--attention` values.
@@ -301,6 +314,12 @@ impl TrainArgs {
         set(&mut c.mesh.pp, &self.pp);
         set(&mut c.mesh.cp, &self.cp);
         set(&mut c.mesh.dp, &self.dp);
+        if let Some(mode) = self.cp_mode {
+            c.mesh.cp_mode = match mode {
+                CpModeArg::Ring => CpMode::Ring,
+                CpModeArg::Ulysses => CpMode::Ulysses,
+            };
+        }
         set(&mut c.mesh.micro_batches, &self.micro_batches);
         if self.stage_layers.is_some() {
             c.mesh.stage_layers = self.stage_layers.clone();

@@ -6,6 +6,7 @@ use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
 
 use crate::attention::AttentionConfig;
+use megagraph_parallel::CpMode;
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::schedule::WarmupCosine;
@@ -373,6 +374,10 @@ pub struct MeshConfig {
     /// Cluster description used by `plan = "auto"`. Unset: this machine, its CPU cores as
     /// workers sharing its memory (detected).
     pub cluster: Option<PathBuf>,
+    /// How the `cp` ranks of a context group attend: `"ring"` (default: graph-aware ring
+    /// attention) or `"ulysses"` (all-to-alls over the heads; `heads` must be a multiple of
+    /// `cp`).
+    pub cp_mode: CpMode,
 }
 
 impl Default for MeshConfig {
@@ -385,6 +390,7 @@ impl Default for MeshConfig {
             stage_layers: None,
             plan: None,
             cluster: None,
+            cp_mode: CpMode::Ring,
         }
     }
 }

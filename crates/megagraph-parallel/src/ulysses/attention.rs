@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::{Bool, Tensor, TensorPrimitive};
 use megagraph_kernels::{AttentionBias, AttentionError, AttentionOptions, DistanceBias, GraphAttentionBackend, graph_attention};
 use megagraph_models::{Attend, AttendInputs};
 
 use super::backend::UlyssesBackend;
 use super::endpoint::UlyssesEndpoint;
-use super::message::Exchanged;
+use super::message::{Exchanged, Phase, UlyssesTag};
 use crate::{ParallelError, RingCall};
 
 /// Exact biased attention of this position's block over the whole sequence, by Ulysses: the
@@ -101,6 +101,32 @@ pub fn ulysses_attention<B: GraphAttentionBackend + UlyssesBackend>(
     let attended = graph_attention(q, k, v, bias, options).map_err(|source| ParallelError::Attention { rank, source })?;
     // back to the blocks' owners, all heads: [batch, heads, block, head_dim]
     exchange(attended.output, 2, 1, Exchanged::Output)
+}
+
+/// The key mask of every node of the sequence, `[batch, S]`, gathered from each position's
+/// mask of its own block, `[batch, block]` (so key dropout drawn per block applies to every
+/// head, as on one device). Not differentiable (a mask).
+///
+/// # Errors
+///
+/// A communication failure with a peer.
+pub(crate) fn gather_key_mask<B: UlyssesBackend>(
+    mask: Tensor<B, 2, Bool>,
+    group: &UlyssesEndpoint<B::InnerBackend>,
+    call: RingCall,
+) -> Result<Tensor<B, 2, Bool>, ParallelError> {
+    let part = mask.inner().float().into_primitive().tensor();
+    let tag = UlyssesTag {
+        call,
+        tensor: Exchanged::KeyMask,
+        phase: Phase::Forward,
+    };
+    let received: Vec<Tensor<B::InnerBackend, 2>> = group
+        .all_to_all(tag, vec![part; group.size])?
+        .into_iter()
+        .map(|part| Tensor::from_primitive(TensorPrimitive::Float(part)))
+        .collect();
+    Ok(Tensor::from_inner(Tensor::cat(received, 1).greater_elem(0.5)))
 }
 
 /// Ulysses over a context group as the attention core of the model's layers

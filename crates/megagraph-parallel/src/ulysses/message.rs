@@ -19,6 +19,8 @@ pub enum Exchanged {
     Values,
     /// The attention output (heads gathered, sequence scattered back).
     Output,
+    /// A layer's key mask (gathered: every position gets every block's).
+    KeyMask,
 }
 
 /// Forward exchange, or the reversed exchange of its gradient.

@@ -24,6 +24,7 @@ mod backend;
 mod endpoint;
 mod message;
 
+pub(crate) use attention::gather_key_mask;
 pub use attention::{UlyssesAttention, ulysses_attention};
 pub use backend::UlyssesBackend;
 pub use endpoint::UlyssesEndpoint;
