@@ -51,7 +51,7 @@ pub(super) fn exchange<B: Backend>(
     endpoint: &UlyssesEndpoint<B>,
     tag: UlyssesTag,
 ) -> Result<FloatTensor<B>, ParallelError> {
-    let x = float(x);
+    let x = float::<B>(x);
     let part = x.dims()[split] / endpoint.size;
     let parts = (0..endpoint.size)
         .map(|j| x.clone().narrow(split, j * part, part).into_primitive().tensor())
