@@ -108,7 +108,7 @@ fn interleaved_attention_switches_on_the_scheduled_steps() {
 #[test]
 fn sparse_attention_on_a_mesh_is_a_typed_error() {
     let mut config = tiny_config(AttentionMode::Sparse);
-    config.mesh = MeshConfig::new(1, 1, 2, 1);
+    config.mesh = MeshConfig::new(1, 2, 1, 1);
     let data = prepare(&config).expect("prepare");
     let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let error = NodeClassificationTrainer::new(&config, data).fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet).err();
