@@ -7,7 +7,9 @@ mod common;
 use std::time::Duration;
 
 use burn::tensor::backend::Backend;
-use common::{B, Inner, Synthetic, max_parameter_difference, model_config, optimizer, single_device, steps};
+use common::{
+    B, Inner, Synthetic, max_parameter_difference, model_config, optimizer, single_device, steps,
+};
 use megagraph_models::GraphTransformer;
 use megagraph_parallel::{CpMode, ParallelConfig, ParallelError, ParallelTrainer, TrainerOptions};
 
@@ -42,19 +44,37 @@ fn check(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[
     };
     let steps = steps();
     let reference = Synthetic::new(SEQUENCES, SEQ_LEN, 11);
-    let (expected_losses, expected_model) = single_device(model(7), &reference, &steps, LR, &optimizer());
+    let (expected_losses, expected_model) =
+        single_device(model(7), &reference, &steps, LR, &optimizer());
     let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).shared();
-    let mut trainer = ParallelTrainer::<B>::new(config.clone(), model(7), source, options(), vec![Default::default()])
-        .unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    let mut trainer = ParallelTrainer::<B>::new(
+        config.clone(),
+        model(7),
+        source,
+        options(),
+        vec![Default::default()],
+    )
+    .unwrap_or_else(|e| panic!("{config:?}: {e}"));
     for (step, sequences) in steps.iter().enumerate() {
-        let output = trainer.step(sequences, LR).unwrap_or_else(|e| panic!("{config:?} step {step}: {e}"));
+        let output = trainer
+            .step(sequences, LR)
+            .unwrap_or_else(|e| panic!("{config:?} step {step}: {e}"));
         let expected = expected_losses[step];
         let rel = (output.loss - expected).abs() / expected.abs();
-        assert!(rel <= 1e-5, "{config:?} step {step}: loss {} vs single-device {expected} (rel {rel:e})", output.loss);
+        assert!(
+            rel <= 1e-5,
+            "{config:?} step {step}: loss {} vs single-device {expected} (rel {rel:e})",
+            output.loss
+        );
     }
-    let trained = trainer.model().unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    let trained = trainer
+        .model()
+        .unwrap_or_else(|e| panic!("{config:?}: {e}"));
     let (diff, name) = max_parameter_difference(&trained, &expected_model);
-    assert!(diff <= 1e-4, "{config:?}: parameter {name} differs by {diff:e} (relative)");
+    assert!(
+        diff <= 1e-4,
+        "{config:?}: parameter {name} differs by {diff:e} (relative)"
+    );
 }
 
 #[test]
@@ -77,6 +97,23 @@ fn heads_that_do_not_divide_by_cp_are_refused_before_the_mesh_starts() {
         stage_layers: vec![LAYERS],
     };
     let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).shared();
-    let error = ParallelTrainer::<B>::new(config, model(7), source, options(), vec![Default::default()]).err();
-    assert!(matches!(error, Some(ParallelError::Model { field: "num_heads", value: HEADS, .. })), "{error:?}");
+    let error = ParallelTrainer::<B>::new(
+        config,
+        model(7),
+        source,
+        options(),
+        vec![Default::default()],
+    )
+    .err();
+    assert!(
+        matches!(
+            error,
+            Some(ParallelError::Model {
+                field: "num_heads",
+                value: HEADS,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
 }

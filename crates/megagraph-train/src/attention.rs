@@ -58,10 +58,9 @@ impl std::str::FromStr for ReformSetting {
         match text {
             "all" => Ok(Self::Rule(ReformRule::All)),
             "tuned" => Ok(Self::Rule(ReformRule::Tuned)),
-            number => number
-                .parse::<f64>()
-                .map(Self::Beta)
-                .map_err(|_| format!("`{number}` is neither `all`, `tuned` nor a number (a fixed β)")),
+            number => number.parse::<f64>().map(Self::Beta).map_err(|_| {
+                format!("`{number}` is neither `all`, `tuned` nor a number (a fixed β)")
+            }),
         }
     }
 }
@@ -144,15 +143,29 @@ impl AttentionConfig {
     /// [`TrainError::InvalidConfig`] for zero clusters with `reorder`, `block_reform` without
     /// `reorder` or with full attention, or a fixed `β` that is negative or not finite.
     pub fn validate(&self) -> Result<()> {
-        let invalid = |field, reason: &str| Err(TrainError::InvalidConfig { field, reason: reason.to_string() });
+        let invalid = |field, reason: &str| {
+            Err(TrainError::InvalidConfig {
+                field,
+                reason: reason.to_string(),
+            })
+        };
         if self.reorder && self.clusters == 0 {
-            return invalid("attention.clusters", "must be at least 1 with attention.reorder");
+            return invalid(
+                "attention.clusters",
+                "must be at least 1 with attention.reorder",
+            );
         }
         if self.block_reform && !self.reorder {
-            return invalid("attention.block_reform", "needs attention.reorder (--reorder): it reforms the edges between clusters");
+            return invalid(
+                "attention.block_reform",
+                "needs attention.reorder (--reorder): it reforms the edges between clusters",
+            );
         }
         if self.block_reform && self.mode == AttentionMode::Full {
-            return invalid("attention.block_reform", "reforms the edges of sparse attention: use attention.mode = \"sparse\" or \"interleaved\"");
+            return invalid(
+                "attention.block_reform",
+                "reforms the edges of sparse attention: use attention.mode = \"sparse\" or \"interleaved\"",
+            );
         }
         if let ReformSetting::Beta(beta) = self.reform_threshold
             && !(beta.is_finite() && beta >= 0.0)
@@ -196,9 +209,16 @@ mod tests {
                 assert_eq!(full.len(), f, "{f} distinct steps of {steps}");
                 assert!(full.windows(2).all(|w| w[0] < w[1]));
                 // evenly spaced: gaps differ by at most one
-                let gaps: Vec<usize> = full.windows(2).map(|w| w[1] - w[0]).chain([steps - full[f - 1]]).collect();
+                let gaps: Vec<usize> = full
+                    .windows(2)
+                    .map(|w| w[1] - w[0])
+                    .chain([steps - full[f - 1]])
+                    .collect();
                 let (low, high) = (gaps.iter().min().copied(), gaps.iter().max().copied());
-                assert!(high.zip(low).is_some_and(|(h, l)| h - l <= 1), "{steps} steps, F {f}: {full:?}");
+                assert!(
+                    high.zip(low).is_some_and(|(h, l)| h - l <= 1),
+                    "{steps} steps, F {f}: {full:?}"
+                );
             }
         }
     }
@@ -210,19 +230,57 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.mode, AttentionMode::Interleaved);
         assert!(config.tunes_beta());
-        assert_eq!(config.reform(1.5, 0).map(|r| r.threshold), Some(ReformThreshold::Beta(1.5)));
+        assert_eq!(
+            config.reform(1.5, 0).map(|r| r.threshold),
+            Some(ReformThreshold::Beta(1.5))
+        );
         config.validate().unwrap_or_else(|e| panic!("{e}"));
-        let fixed: AttentionConfig = toml::from_str("mode = \"sparse\"\nreorder = true\nblock_reform = true\nreform_threshold = 2.5\n")
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(fixed.reform(1.0, 0).map(|r| r.threshold), Some(ReformThreshold::Beta(2.5)));
+        let fixed: AttentionConfig = toml::from_str(
+            "mode = \"sparse\"\nreorder = true\nblock_reform = true\nreform_threshold = 2.5\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            fixed.reform(1.0, 0).map(|r| r.threshold),
+            Some(ReformThreshold::Beta(2.5))
+        );
         assert!(!fixed.tunes_beta());
-        let default = AttentionConfig { mode: AttentionMode::Sparse, reorder: true, block_reform: true, ..AttentionConfig::default() };
-        assert_eq!(default.reform(1.0, 0).map(|r| r.threshold), Some(ReformThreshold::All), "released code's p = 1 by default");
-        let no_reorder = AttentionConfig { reorder: false, ..default.clone() };
-        assert!(matches!(no_reorder.validate(), Err(TrainError::InvalidConfig { field: "attention.block_reform", .. })));
-        let full = AttentionConfig { mode: AttentionMode::Full, ..default };
-        assert!(matches!(full.validate(), Err(TrainError::InvalidConfig { field: "attention.block_reform", .. })));
-        assert_eq!("tuned".parse::<ReformSetting>(), Ok(ReformSetting::Rule(ReformRule::Tuned)));
+        let default = AttentionConfig {
+            mode: AttentionMode::Sparse,
+            reorder: true,
+            block_reform: true,
+            ..AttentionConfig::default()
+        };
+        assert_eq!(
+            default.reform(1.0, 0).map(|r| r.threshold),
+            Some(ReformThreshold::All),
+            "released code's p = 1 by default"
+        );
+        let no_reorder = AttentionConfig {
+            reorder: false,
+            ..default.clone()
+        };
+        assert!(matches!(
+            no_reorder.validate(),
+            Err(TrainError::InvalidConfig {
+                field: "attention.block_reform",
+                ..
+            })
+        ));
+        let full = AttentionConfig {
+            mode: AttentionMode::Full,
+            ..default
+        };
+        assert!(matches!(
+            full.validate(),
+            Err(TrainError::InvalidConfig {
+                field: "attention.block_reform",
+                ..
+            })
+        ));
+        assert_eq!(
+            "tuned".parse::<ReformSetting>(),
+            Ok(ReformSetting::Rule(ReformRule::Tuned))
+        );
         assert!("often".parse::<ReformSetting>().is_err());
     }
 }

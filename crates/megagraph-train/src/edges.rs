@@ -32,7 +32,12 @@ impl SequenceDataset {
             .enumerate()
             .map(|(index, members)| cluster_parts(graph, members, clusters, seed ^ index as u64))
             .collect::<Result<_, _>>()?;
-        self.cluster_sizes = Some(parts.iter().map(|parts| parts.iter().map(Vec::len).collect()).collect());
+        self.cluster_sizes = Some(
+            parts
+                .iter()
+                .map(|parts| parts.iter().map(Vec::len).collect())
+                .collect(),
+        );
         self.sequences = parts.into_iter().map(|parts| parts.concat()).collect();
         Ok(())
     }
@@ -55,10 +60,18 @@ impl SequenceDataset {
     /// # Panics
     ///
     /// If `index` is out of range.
-    pub fn sequence_edges(&self, index: usize, reform: Option<&BlockReform>) -> Result<Vec<(u32, u32)>> {
+    pub fn sequence_edges(
+        &self,
+        index: usize,
+        reform: Option<&BlockReform>,
+    ) -> Result<Vec<(u32, u32)>> {
         let members = &self.sequences[index];
         let graph = &self.dataset.graph;
-        let position: std::collections::HashMap<u32, u32> = members.iter().enumerate().map(|(i, &node)| (node, i as u32)).collect();
+        let position: std::collections::HashMap<u32, u32> = members
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| (node, i as u32))
+            .collect();
         let mut arcs = Vec::new();
         for (dst, &node) in members.iter().enumerate() {
             for neighbour in graph.neighbors(node) {
@@ -94,11 +107,21 @@ impl SequenceDataset {
     /// # Errors
     ///
     /// As [`sequence_edges`](Self::sequence_edges).
-    pub fn batch_edges<B: Backend>(&self, indices: &[usize], reform: Option<&BlockReform>, device: &B::Device) -> Result<SequenceEdges<B>> {
-        let lists = indices.par_iter().map(|&index| self.sequence_edges(index, reform)).collect::<Result<Vec<_>>>()?;
-        SequenceEdges::new(&lists, self.seq_len, device).map_err(|source| TrainError::InvalidConfig {
-            field: "data.seq_len",
-            reason: format!("the sparse attention edges do not fit the sequences: {source}"),
+    pub fn batch_edges<B: Backend>(
+        &self,
+        indices: &[usize],
+        reform: Option<&BlockReform>,
+        device: &B::Device,
+    ) -> Result<SequenceEdges<B>> {
+        let lists = indices
+            .par_iter()
+            .map(|&index| self.sequence_edges(index, reform))
+            .collect::<Result<Vec<_>>>()?;
+        SequenceEdges::new(&lists, self.seq_len, device).map_err(|source| {
+            TrainError::InvalidConfig {
+                field: "data.seq_len",
+                reason: format!("the sparse attention edges do not fit the sequences: {source}"),
+            }
         })
     }
 }
@@ -121,7 +144,16 @@ mod tests {
             seed: 1,
             budget: BfsBudget::default(),
         };
-        SequenceDataset::new(CsbmConfig { num_nodes: 500, ..CsbmConfig::default() }.generate().expect("csbm"), options).expect("dataset")
+        SequenceDataset::new(
+            CsbmConfig {
+                num_nodes: 500,
+                ..CsbmConfig::default()
+            }
+            .generate()
+            .expect("csbm"),
+            options,
+        )
+        .expect("dataset")
     }
 
     #[test]
@@ -136,15 +168,28 @@ mod tests {
             .map(|(s, d)| (s as u32, d as u32))
             .collect();
         assert_eq!(edges, expected.into_iter().collect::<Vec<_>>());
-        assert!(edges.len() > members.len(), "the CSBM sequence has edges besides self-loops");
+        assert!(
+            edges.len() > members.len(),
+            "the CSBM sequence has edges besides self-loops"
+        );
     }
 
     #[test]
     fn reordering_keeps_each_sequence_and_reform_needs_it() {
         let mut data = dataset();
         let before = data.sequences.clone();
-        let reform = BlockReform { block: 16, threshold: ReformThreshold::All, seed: 3 };
-        assert!(matches!(data.sequence_edges(0, Some(&reform)), Err(TrainError::InvalidConfig { field: "attention.block_reform", .. })));
+        let reform = BlockReform {
+            block: 16,
+            threshold: ReformThreshold::All,
+            seed: 3,
+        };
+        assert!(matches!(
+            data.sequence_edges(0, Some(&reform)),
+            Err(TrainError::InvalidConfig {
+                field: "attention.block_reform",
+                ..
+            })
+        ));
         // clusters of about 32 nodes: every pair is at least a tile wide
         data.reorder_clusters(4, 0).expect("valid sequences");
         for (old, new) in before.iter().zip(&data.sequences) {
@@ -154,13 +199,34 @@ mod tests {
             assert_eq!(a, b, "a permutation of the sequence");
         }
         let sizes = data.cluster_sizes().expect("clusters kept");
-        assert!(sizes.iter().zip(&data.sequences).all(|(sizes, members)| sizes.iter().sum::<usize>() == members.len()));
+        assert!(
+            sizes
+                .iter()
+                .zip(&data.sequences)
+                .all(|(sizes, members)| sizes.iter().sum::<usize>() == members.len())
+        );
         let reformed = data.sequence_edges(0, Some(&reform)).expect("clustered");
         let len = data.sequences[0].len() as u32;
         assert!(reformed.iter().all(|&(s, d)| s < len && d < len));
-        assert!((0..len).all(|i| reformed.binary_search(&(i, i)).is_ok()), "every node keeps its self-loop");
-        assert_ne!(reformed, data.sequence_edges(0, None).expect("no reform"), "p = 1 turns the pairs into tiles");
-        let batch = data.batch_edges::<burn::backend::Flex>(&[0, 1], Some(&reform), &Default::default()).expect("fits");
-        assert_eq!(batch.len(), reformed.len() + data.sequence_edges(1, Some(&reform)).expect("clustered").len());
+        assert!(
+            (0..len).all(|i| reformed.binary_search(&(i, i)).is_ok()),
+            "every node keeps its self-loop"
+        );
+        assert_ne!(
+            reformed,
+            data.sequence_edges(0, None).expect("no reform"),
+            "p = 1 turns the pairs into tiles"
+        );
+        let batch = data
+            .batch_edges::<burn::backend::Flex>(&[0, 1], Some(&reform), &Default::default())
+            .expect("fits");
+        assert_eq!(
+            batch.len(),
+            reformed.len()
+                + data
+                    .sequence_edges(1, Some(&reform))
+                    .expect("clustered")
+                    .len()
+        );
     }
 }

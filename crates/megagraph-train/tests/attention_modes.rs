@@ -3,8 +3,8 @@
 
 use burn::backend::{Autodiff, Flex};
 use megagraph_train::{
-    AttentionMode, MeshConfig, NodeClassificationTrainer, Quiet, ReformRule, ReformSetting, TrainConfig, TrainError, TrainObserver,
-    TrainReport, prepare,
+    AttentionMode, MeshConfig, NodeClassificationTrainer, Quiet, ReformRule, ReformSetting,
+    TrainConfig, TrainError, TrainObserver, TrainReport, prepare,
 };
 
 fn tiny_config(mode: AttentionMode) -> TrainConfig {
@@ -43,7 +43,9 @@ impl TrainObserver for FullSteps {
 }
 
 fn run(config: &TrainConfig) -> (TrainReport, Vec<Vec<usize>>) {
-    let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = prepare(config).expect("prepare");
     let mut observer = FullSteps::default();
     let outcome = NodeClassificationTrainer::new(config, data)
@@ -72,14 +74,27 @@ fn every_mode_trains_and_sparse_attention_differs_from_full() {
     reformed.attention.switch_freq = 1;
     let (reformed_tuned, tuned_steps) = run(&reformed);
     assert_eq!(tuned_steps, vec![vec![0]; 4]);
-    for (name, report) in [("full", &full), ("sparse", &sparse), ("reformed", &reformed_all), ("tuned", &reformed_tuned)] {
+    for (name, report) in [
+        ("full", &full),
+        ("sparse", &sparse),
+        ("reformed", &reformed_all),
+        ("tuned", &reformed_tuned),
+    ] {
         let losses = losses(report);
         assert_eq!(losses.len(), 4, "{name}");
         assert!(losses.iter().all(|l| l.is_finite()), "{name}: {losses:?}");
         assert!(losses[3] < losses[0], "{name}: the loss falls: {losses:?}");
     }
-    assert_ne!(losses(&full), losses(&sparse), "sparse attention is another computation");
-    assert_ne!(losses(&sparse), losses(&reformed_all), "reformation changes the edges");
+    assert_ne!(
+        losses(&full),
+        losses(&sparse),
+        "sparse attention is another computation"
+    );
+    assert_ne!(
+        losses(&sparse),
+        losses(&reformed_all),
+        "reformation changes the edges"
+    );
 }
 
 #[test]
@@ -102,7 +117,10 @@ fn interleaved_attention_switches_on_the_scheduled_steps() {
     let (mixed, steps) = run(&interleaved);
     assert_eq!(steps, vec![vec![0, 1]; 4]);
     let mixed = losses(&mixed);
-    assert!(mixed != losses(&full) && mixed != losses(&sparse), "{mixed:?}");
+    assert!(
+        mixed != losses(&full) && mixed != losses(&sparse),
+        "{mixed:?}"
+    );
 }
 
 #[test]
@@ -110,7 +128,20 @@ fn sparse_attention_on_a_mesh_is_a_typed_error() {
     let mut config = tiny_config(AttentionMode::Sparse);
     config.mesh = MeshConfig::new(1, 2, 1, 1);
     let data = prepare(&config).expect("prepare");
-    let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let error = NodeClassificationTrainer::new(&config, data).fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet).err();
-    assert!(matches!(error, Some(TrainError::InvalidConfig { field: "attention.mode", .. })), "{error:?}");
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let error = NodeClassificationTrainer::new(&config, data)
+        .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
+        .err();
+    assert!(
+        matches!(
+            error,
+            Some(TrainError::InvalidConfig {
+                field: "attention.mode",
+                ..
+            })
+        ),
+        "{error:?}"
+    );
 }

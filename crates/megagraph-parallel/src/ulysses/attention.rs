@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use burn::tensor::{Bool, Tensor, TensorPrimitive};
-use megagraph_kernels::{AttentionBias, AttentionError, AttentionOptions, DistanceBias, GraphAttentionBackend, graph_attention};
+use megagraph_kernels::{
+    AttentionBias, AttentionError, AttentionOptions, DistanceBias, GraphAttentionBackend,
+    graph_attention,
+};
 use megagraph_models::{Attend, AttendInputs};
 
 use super::backend::UlyssesBackend;
@@ -59,7 +62,10 @@ pub fn ulysses_attention<B: GraphAttentionBackend + UlyssesBackend>(
     };
     let dims = q.dims();
     for (tensor, other) in [("k", k.dims()), ("v", v.dims())] {
-        for (dim, (expected, actual)) in ["batch", "heads", "block", "head_dim"].into_iter().zip(dims.into_iter().zip(other)) {
+        for (dim, (expected, actual)) in ["batch", "heads", "block", "head_dim"]
+            .into_iter()
+            .zip(dims.into_iter().zip(other))
+        {
             if expected != actual {
                 let source = AttentionError::ShapeMismatch {
                     tensor,
@@ -81,8 +87,19 @@ pub fn ulysses_attention<B: GraphAttentionBackend + UlyssesBackend>(
         });
     }
     let share = heads / group.size;
-    let exchange = |x: Tensor<B, 4>, split: usize, concat: usize, tensor: Exchanged| -> Result<Tensor<B, 4>, ParallelError> {
-        let moved = B::ulysses_all_to_all(x.into_primitive().tensor(), split, concat, group, call, tensor)?;
+    let exchange = |x: Tensor<B, 4>,
+                    split: usize,
+                    concat: usize,
+                    tensor: Exchanged|
+     -> Result<Tensor<B, 4>, ParallelError> {
+        let moved = B::ulysses_all_to_all(
+            x.into_primitive().tensor(),
+            split,
+            concat,
+            group,
+            call,
+            tensor,
+        )?;
         Ok(Tensor::from_primitive(TensorPrimitive::Float(moved)))
     };
     // heads scattered, sequence gathered: [batch, heads / cp, S, head_dim]
@@ -98,7 +115,8 @@ pub fn ulysses_attention<B: GraphAttentionBackend + UlyssesBackend>(
         dense: None,
         key_padding_mask: bias.key_padding_mask,
     };
-    let attended = graph_attention(q, k, v, bias, options).map_err(|source| ParallelError::Attention { rank, source })?;
+    let attended = graph_attention(q, k, v, bias, options)
+        .map_err(|source| ParallelError::Attention { rank, source })?;
     // back to the blocks' owners, all heads: [batch, heads, block, head_dim]
     exchange(attended.output, 2, 1, Exchanged::Output)
 }
@@ -126,7 +144,9 @@ pub(crate) fn gather_key_mask<B: UlyssesBackend>(
         .into_iter()
         .map(|part| Tensor::from_primitive(TensorPrimitive::Float(part)))
         .collect();
-    Ok(Tensor::from_inner(Tensor::cat(received, 1).greater_elem(0.5)))
+    Ok(Tensor::from_inner(
+        Tensor::cat(received, 1).greater_elem(0.5),
+    ))
 }
 
 /// Ulysses over a context group as the attention core of the model's layers
@@ -143,7 +163,21 @@ impl<B: GraphAttentionBackend + UlyssesBackend> Attend<B> for UlyssesAttention<'
     type Error = ParallelError;
 
     fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, ParallelError> {
-        let AttendInputs { q, k, v, bias, options } = inputs;
-        ulysses_attention(q, k, v, bias, &options, self.group, RingCall { layer, ..self.call })
+        let AttendInputs {
+            q,
+            k,
+            v,
+            bias,
+            options,
+        } = inputs;
+        ulysses_attention(
+            q,
+            k,
+            v,
+            bias,
+            &options,
+            self.group,
+            RingCall { layer, ..self.call },
+        )
     }
 }

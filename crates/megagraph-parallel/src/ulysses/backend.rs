@@ -54,9 +54,18 @@ pub(super) fn exchange<B: Backend>(
     let x = float::<B>(x);
     let part = x.dims()[split] / endpoint.size;
     let parts = (0..endpoint.size)
-        .map(|j| x.clone().narrow(split, j * part, part).into_primitive().tensor())
+        .map(|j| {
+            x.clone()
+                .narrow(split, j * part, part)
+                .into_primitive()
+                .tensor()
+        })
         .collect();
-    let received: Vec<Tensor<B, 4>> = endpoint.all_to_all(tag, parts)?.into_iter().map(float).collect();
+    let received: Vec<Tensor<B, 4>> = endpoint
+        .all_to_all(tag, parts)?
+        .into_iter()
+        .map(float)
+        .collect();
     Ok(Tensor::cat(received, concat).into_primitive().tensor())
 }
 
@@ -80,7 +89,12 @@ struct AllToAllState<B: Backend> {
 impl<B: Backend> Backward<B, 1> for AllToAllBackward<B> {
     type State = AllToAllState<B>;
 
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
         let [parent] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
         let AllToAllState {
@@ -99,7 +113,9 @@ impl<B: Backend> Backward<B, 1> for AllToAllBackward<B> {
             Ok(grad) => grad,
             Err(error) => {
                 endpoint.record_failure(error);
-                Tensor::<B, 4>::zeros(input_shape, &device).into_primitive().tensor()
+                Tensor::<B, 4>::zeros(input_shape, &device)
+                    .into_primitive()
+                    .tensor()
             }
         };
         if let Some(node) = parent {
@@ -126,7 +142,9 @@ impl<B: Backend, C: CheckpointStrategy> UlyssesBackend for Autodiff<B, C> {
         let node = x.node.clone();
         // communicate before registering the node, so an error leaves no half-built graph
         let output = exchange(x.primitive, split, concat, endpoint, tag)?;
-        let step = AllToAllBackward::<B> { _backend: PhantomData };
+        let step = AllToAllBackward::<B> {
+            _backend: PhantomData,
+        };
         Ok(match step.prepare::<C>([node]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => prep.finish(
                 AllToAllState {

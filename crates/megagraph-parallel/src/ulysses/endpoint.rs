@@ -51,8 +51,13 @@ impl<B: Backend> UlyssesEndpoint<B> {
     }
 
     /// Endpoints for the group of mesh ranks `ranks` (in position order) on `devices`.
-    pub(crate) fn build(ranks: &[usize], devices: &[B::Device], control: &Arc<Control>) -> Vec<Arc<Self>> {
-        let (senders, inboxes): (Vec<Sender<UlyssesMessage<B>>>, Vec<_>) = ranks.iter().map(|_| channel()).unzip();
+    pub(crate) fn build(
+        ranks: &[usize],
+        devices: &[B::Device],
+        control: &Arc<Control>,
+    ) -> Vec<Arc<Self>> {
+        let (senders, inboxes): (Vec<Sender<UlyssesMessage<B>>>, Vec<_>) =
+            ranks.iter().map(|_| channel()).unzip();
         inboxes
             .into_iter()
             .enumerate()
@@ -62,7 +67,11 @@ impl<B: Backend> UlyssesEndpoint<B> {
                     size: ranks.len(),
                     rank: ranks[position],
                     device: devices[position].clone(),
-                    peers: senders.iter().enumerate().map(|(target, sender)| (target != position).then(|| sender.clone())).collect(),
+                    peers: senders
+                        .iter()
+                        .enumerate()
+                        .map(|(target, sender)| (target != position).then(|| sender.clone()))
+                        .collect(),
                     inbox: Mutex::new(inbox),
                     early: Mutex::new(HashMap::new()),
                     control: control.clone(),
@@ -99,7 +108,10 @@ impl<B: Backend> UlyssesEndpoint<B> {
     }
 
     pub(super) fn record_failure(&self, error: ParallelError) {
-        log::error!("rank {}: Ulysses all-to-all backward failed: {error}", self.rank);
+        log::error!(
+            "rank {}: Ulysses all-to-all backward failed: {error}",
+            self.rank
+        );
         self.control.abort();
         if let Ok(mut slot) = self.failure.lock()
             && slot.is_none()
@@ -111,7 +123,11 @@ impl<B: Backend> UlyssesEndpoint<B> {
     /// The all-to-all tagged `tag`: `parts[j]` goes to position `j`; returns the part each
     /// position sent here, in position order (this position's own part included), on this
     /// endpoint's device.
-    pub(super) fn all_to_all(&self, tag: UlyssesTag, parts: Vec<FloatTensor<B>>) -> Result<Vec<FloatTensor<B>>, ParallelError> {
+    pub(super) fn all_to_all(
+        &self,
+        tag: UlyssesTag,
+        parts: Vec<FloatTensor<B>>,
+    ) -> Result<Vec<FloatTensor<B>>, ParallelError> {
         let mut own = None;
         for (target, part) in parts.into_iter().enumerate() {
             if target == self.position {
@@ -156,12 +172,19 @@ impl<B: Backend> UlyssesEndpoint<B> {
             rank: self.rank,
             message: format!("Ulysses {what} lock poisoned"),
         };
-        if let Some(part) = self.early.lock().map_err(|_| poisoned("early parts"))?.remove(&(source, tag)) {
+        if let Some(part) = self
+            .early
+            .lock()
+            .map_err(|_| poisoned("early parts"))?
+            .remove(&(source, tag))
+        {
             return Ok(B::float_to_device(part, &self.device));
         }
         let inbox = self.inbox.lock().map_err(|_| poisoned("inbox"))?;
         loop {
-            let message = receive(&inbox, &self.control, self.rank, || format!("position {source}'s part of the {tag}"))?;
+            let message = receive(&inbox, &self.control, self.rank, || {
+                format!("position {source}'s part of the {tag}")
+            })?;
             if message.source == source && message.tag == tag {
                 return Ok(B::float_to_device(message.part, &self.device));
             }
