@@ -125,7 +125,7 @@ impl AttentionConfig {
     /// The reformation of the sparse steps under the current `beta` (used by the tuned rule),
     /// `None` without `block_reform`. `seed` places the tiles.
     pub fn reform(&self, beta: f64, seed: u64) -> Option<BlockReform> {
-        self.block_reform.then(|| BlockReform {
+        self.block_reform.then_some(BlockReform {
             block: REFORM_TILE,
             threshold: match self.reform_threshold {
                 ReformSetting::Rule(ReformRule::All) => ReformThreshold::All,

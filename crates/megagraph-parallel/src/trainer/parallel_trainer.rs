@@ -120,14 +120,13 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         if options.cp_mode == CpMode::Ulysses
             && config.cp > 1
             && let Some(heads) = model.layers.first().map(|layer| layer.attention.num_heads)
+            && !heads.is_multiple_of(config.cp)
         {
-            if !heads.is_multiple_of(config.cp) {
-                return Err(ParallelError::Model {
-                    field: "num_heads",
-                    value: heads,
-                    reason: "Ulysses (cp_mode = ulysses) needs a multiple of cp heads: each context rank attends for heads / cp of them",
-                });
-            }
+            return Err(ParallelError::Model {
+                field: "num_heads",
+                value: heads,
+                reason: "Ulysses (cp_mode = ulysses) needs a multiple of cp heads: each context rank attends for heads / cp of them",
+            });
         }
         let stages = StageModule::split(model, &config)?;
         let stage_lengths: Vec<usize> = stages
