@@ -10,9 +10,7 @@ use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
-use megagraph_models::{
-    GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, masked_cross_entropy,
-};
+use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, masked_cross_entropy};
 use megagraph_parallel::{BatchSource, TrainBatch, trainable};
 
 pub type B = Autodiff<Flex>;
