@@ -360,3 +360,30 @@ fn resume_uses_the_checkpoint_directory_of_the_config_file() {
     let resumed = run("2", true);
     assert!(resumed.contains("resuming after epoch 1"), "{resumed}");
 }
+
+#[test]
+fn torchgt_attention_modes_and_ulysses_train_on_the_synthetic_default() {
+    // the default synthetic graph (2000 nodes), two steps of each mode
+    let runs: [&[&str]; 4] = [
+        &["--attention", "sparse"],
+        &["--attention", "interleaved", "--switch-freq", "2", "--reorder"],
+        &["--attention", "sparse", "--reorder", "--block-reform", "--reform-threshold", "tuned"],
+        &["--cp", "2", "--cp-mode", "ulysses"],
+    ];
+    for extra in runs {
+        let mut args = vec!["train", "--synthetic", "--epochs", "1", "--max-steps", "2"];
+        args.extend_from_slice(TINY);
+        args.extend_from_slice(extra);
+        let output = megagraph(&args);
+        assert!(output.status.success(), "{extra:?}: {}", stderr(&output));
+        assert!(String::from_utf8_lossy(&output.stdout).contains("test accuracy"), "{extra:?}");
+    }
+    let mut args = vec!["train", "--synthetic", "--epochs", "1", "--max-steps", "1", "--attention", "sparse", "--dp", "2"];
+    args.extend_from_slice(TINY);
+    let output = megagraph(&args);
+    assert!(!output.status.success() && stderr(&output).contains("attention.mode"), "{}", stderr(&output));
+    let mut args = vec!["train", "--synthetic", "--epochs", "1", "--block-reform"];
+    args.extend_from_slice(TINY);
+    let output = megagraph(&args);
+    assert!(!output.status.success() && stderr(&output).contains("attention.block_reform"), "{}", stderr(&output));
+}

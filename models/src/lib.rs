@@ -36,6 +36,7 @@ mod loss;
 mod materialize;
 mod model;
 mod preset;
+mod sparse;
 
 pub use activation::ExactGelu;
 pub use attend::{Attend, AttendInputs, LocalAttention, key_mask, spatial_bias};
@@ -47,5 +48,6 @@ pub use loss::masked_cross_entropy;
 pub use materialize::materialize;
 pub use model::{GraphTransformer, GraphTransformerConfig};
 pub use preset::ModelPreset;
+pub use sparse::SparseAttention;
 
 pub use megagraph_kernels::GraphAttentionBackend;

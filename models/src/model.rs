@@ -8,7 +8,7 @@ use crate::encoders::{
     CentralityEncoding, CentralityEncodingConfig, InputEncoder, InputEncoderConfig, SpatialEncoding,
     SpatialEncodingConfig,
 };
-use crate::{GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, key_mask};
+use crate::{Attend, GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, key_mask, spatial_bias};
 
 /// Configuration of a [`GraphTransformer`]. The defaults are sized for a 2-core CPU; the MegaGraph
 /// paper's model is [`ModelPreset::Paper`](crate::ModelPreset::Paper).
@@ -138,5 +138,21 @@ impl<B: GraphAttentionBackend> GraphTransformer<B> {
     /// Final norm and classifier: `[batch, seq, hidden]` → `[batch, seq, num_classes]`.
     pub fn head(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.classifier.forward(self.norm.forward(x))
+    }
+
+    /// Per-node logits of a batch, `[batch, seq, num_classes]`, with `attend` as every layer's
+    /// attention core (e.g. [`SparseAttention`](crate::SparseAttention)); the embedding, the
+    /// layers around the core, the key mask and the head are those of [`forward`](Self::forward).
+    ///
+    /// # Errors
+    ///
+    /// `attend`'s (shapes that disagree with the batch).
+    pub fn forward_with<A: Attend<B>>(&self, batch: GraphBatch<B>, attend: &A) -> Result<Tensor<B, 3>, A::Error> {
+        let mut x = self.embed(&batch);
+        for (index, layer) in self.layers.iter().enumerate() {
+            let bias = spatial_bias(self.spatial.bias(batch.distance.clone()), key_mask(&batch.padding, self.key_dropout));
+            x = layer.forward_with(x, bias, attend, index)?;
+        }
+        Ok(self.head(x))
     }
 }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use clap::Args;
 use indicatif::ProgressBar;
-use megagraph_parallel::{ContextParallelBackend, MemoryMeter, NodeConfig};
+use megagraph_parallel::{ContextParallelBackend, CpMode, MemoryMeter, NodeConfig};
 
 use super::backend::{BackendChoice, BackendJob};
 use super::{ModelShapeArgs, progress_bar};
 use megagraph_graph::SequenceStrategy;
-use megagraph_train::{DistanceKind, MeshPlan, TrainConfig};
+use megagraph_train::{AttentionMode, DistanceKind, MeshPlan, ReformSetting, TrainConfig};
 use megagraph_train::write_training_curves;
 use super::error::Result;
 use megagraph_train::{EpochMetrics, TrainReport};
@@ -105,12 +105,35 @@ pub struct TrainArgs {
     /// `checkpoint_dir`).
     #[arg(long)]
     pub resume: bool,
+    /// Attention core of the training steps: full biased attention, or TorchGT's sparse edge
+    /// attention or dual-interleaved attention (sparse and interleaved run on one device).
+    #[arg(long, value_enum, value_name = "MODE", help_heading = "Attention (TorchGT's modes)")]
+    pub attention: Option<AttentionArg>,
+    /// Interleaved attention: steps of full attention per epoch, evenly spaced (default 5).
+    #[arg(long, value_name = "F", help_heading = "Attention (TorchGT's modes)")]
+    pub switch_freq: Option<usize>,
+    /// Reorder each sequence cluster by cluster (TorchGT's cluster-aware reordering, 8
+    /// clusters).
+    #[arg(long, help_heading = "Attention (TorchGT's modes)")]
+    pub reorder: bool,
+    /// Elastic computation reformation of the sparse steps' edges into dense 16x16 tiles (needs
+    /// --reorder and sparse or interleaved attention).
+    #[arg(long, help_heading = "Attention (TorchGT's modes)")]
+    pub block_reform: bool,
+    /// Which cluster pairs --block-reform reforms: `all` (default: TorchGT's released code,
+    /// p = 1), `tuned` (the paper's p = beta*E/N^2, beta tuned per epoch) or a fixed beta.
+    #[arg(long, value_name = "all|tuned|BETA", requires = "block_reform", help_heading = "Attention (TorchGT's modes)")]
+    pub reform_threshold: Option<ReformSetting>,
     /// Pipeline-parallel stages (worker threads; see the `[mesh]` config section).
     #[arg(long, value_name = "P", help_heading = "Parallel layout")]
     pub pp: Option<usize>,
     /// Context-parallel blocks per sequence.
     #[arg(long, value_name = "C", help_heading = "Parallel layout")]
     pub cp: Option<usize>,
+    /// How the --cp ranks attend over the whole sequence: the graph-aware ring, or Ulysses
+    /// (all-to-alls over the heads; the head count must be a multiple of --cp).
+    #[arg(long, value_enum, value_name = "MODE", help_heading = "Parallel layout")]
+    pub cp_mode: Option<CpModeArg>,
     /// Data-parallel replicas (must divide --batch-size).
     #[arg(long, value_name = "D", help_heading = "Parallel layout")]
     pub dp: Option<usize>,
@@ -179,6 +202,26 @@ fn sequence_strategy() -> impl clap::builder::TypedValueParser<Value = SequenceS
         "random" => SequenceStrategy::Random,
         _ => SequenceStrategy::Locality,
     })
+}
+
+/// `--cp-mode` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum CpModeArg {
+    /// Key/value blocks travel a ring; each rank holds its rows of the distance index.
+    Ring,
+    /// Two all-to-alls per attention scatter the heads and gather the sequence.
+    Ulysses,
+}
+
+/// `--attention` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum AttentionArg {
+    /// Every query over every key, with the spatial bias (megagraph's model).
+    Full,
+    /// TorchGT's sparse edge attention over each sequence's edges and self-loops.
+    Sparse,
+    /// Full attention on --switch-freq evenly spaced steps per epoch, sparse on the others.
+    Interleaved,
 }
 
 /// `--distance-scope` values.
@@ -257,9 +300,26 @@ impl TrainArgs {
             c.data.cache_dir = self.cache_dir.clone();
         }
         c.data.no_cache |= self.no_cache;
+        if let Some(mode) = self.attention {
+            c.attention.mode = match mode {
+                AttentionArg::Full => AttentionMode::Full,
+                AttentionArg::Sparse => AttentionMode::Sparse,
+                AttentionArg::Interleaved => AttentionMode::Interleaved,
+            };
+        }
+        set(&mut c.attention.switch_freq, &self.switch_freq);
+        c.attention.reorder |= self.reorder;
+        c.attention.block_reform |= self.block_reform;
+        set(&mut c.attention.reform_threshold, &self.reform_threshold);
         set(&mut c.mesh.pp, &self.pp);
         set(&mut c.mesh.cp, &self.cp);
         set(&mut c.mesh.dp, &self.dp);
+        if let Some(mode) = self.cp_mode {
+            c.mesh.cp_mode = match mode {
+                CpModeArg::Ring => CpMode::Ring,
+                CpModeArg::Ulysses => CpMode::Ulysses,
+            };
+        }
         set(&mut c.mesh.micro_batches, &self.micro_batches);
         if self.stage_layers.is_some() {
             c.mesh.stage_layers = self.stage_layers.clone();

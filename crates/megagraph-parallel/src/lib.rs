@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod context;
+mod cp_mode;
 mod data;
 mod error;
 mod gradients;
@@ -44,12 +45,14 @@ pub mod nodes;
 mod stage;
 pub mod threads;
 mod trainer;
+mod ulysses;
 mod worker;
 
 pub use megagraph_layout::{
     ParallelConfig, ParallelConfigError, PipelineAction, max_in_flight, one_forward_one_backward,
 };
 pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
+pub use cp_mode::CpMode;
 pub use data::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
@@ -58,6 +61,7 @@ pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use stage::{StageModule, trainable};
 pub use trainer::{OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
+pub use ulysses::{Exchanged, UlyssesAttention, UlyssesBackend, UlyssesEndpoint, ulysses_attention};
 /// Test hooks (feature `testing`): a deliberate panic of one rank at one step.
 #[cfg(feature = "testing")]
 pub use trainer::InjectedFault;

@@ -15,6 +15,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
 use crate::context::RingEndpoint;
+use crate::ulysses::UlyssesEndpoint;
 use crate::{ParallelConfig, ParallelError};
 
 /// How often a blocked receive looks at the abort flag.
@@ -191,6 +192,8 @@ pub(crate) struct Links<B: Backend> {
     pub grad_out: Option<Sender<ActivationGrad<B>>>,
     /// This rank's context-parallel ring endpoint.
     pub ring: Arc<RingEndpoint<B>>,
+    /// This rank's endpoint of its context group's Ulysses all-to-alls.
+    pub ulysses: Arc<UlyssesEndpoint<B>>,
 }
 
 /// Builds every rank's channels, in rank order.
@@ -202,6 +205,7 @@ pub(crate) fn build_links<B: Backend>(
     let world = shape.world();
     let mut links: Vec<Option<Links<B>>> = (0..world).map(|_| None).collect();
     let mut rings: Vec<Option<Arc<RingEndpoint<B>>>> = (0..world).map(|_| None).collect();
+    let mut groups: Vec<Option<Arc<UlyssesEndpoint<B>>>> = (0..world).map(|_| None).collect();
     for stage in 0..shape.pp {
         for dp_rank in 0..shape.dp {
             let ranks: Vec<usize> = (0..shape.cp)
@@ -220,6 +224,12 @@ pub(crate) fn build_links<B: Backend>(
                 .zip(&ranks)
             {
                 rings[rank] = Some(endpoint);
+            }
+            for (endpoint, &rank) in UlyssesEndpoint::build(&ranks, &ring_devices, control)
+                .into_iter()
+                .zip(&ranks)
+            {
+                groups[rank] = Some(endpoint);
             }
         }
     }
@@ -245,13 +255,14 @@ pub(crate) fn build_links<B: Backend>(
         grad_rx[here] = Some(rx);
     }
     for rank in 0..world {
-        if let Some(ring) = rings[rank].take() {
+        if let (Some(ring), Some(ulysses)) = (rings[rank].take(), groups[rank].take()) {
             links[rank] = Some(Links {
                 activation_in: activation_rx[rank].take(),
                 activation_out: activation_tx[rank].take(),
                 grad_in: grad_rx[rank].take(),
                 grad_out: grad_tx[rank].take(),
                 ring,
+                ulysses,
             });
         }
     }

@@ -12,6 +12,7 @@ use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncodi
 use megagraph_models::{Attend, AttendInputs, GraphTransformer, GraphTransformerLayer, NodeInput, key_mask, spatial_bias};
 
 use crate::context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
+use crate::ulysses::{UlyssesEndpoint, gather_key_mask, ulysses_attention};
 use crate::{ParallelConfig, ParallelError};
 
 /// The parameters of one pipeline stage: stage 0 holds the embedding stage (input encoder,
@@ -175,6 +176,16 @@ pub(crate) struct BlockContext<'a, B: ContextParallelBackend> {
     pub ring: &'a Arc<RingEndpoint<B::InnerBackend>>,
     /// Step and micro-batch (the layer is filled in per layer).
     pub call: RingCall,
+    /// With Ulysses (`cp_mode = ulysses`): what its core reads; `None`: the ring.
+    pub ulysses: Option<UlyssesContext<'a, B>>,
+}
+
+/// What the Ulysses core of a block reads besides the block's own rows.
+pub(crate) struct UlyssesContext<'a, B: ContextParallelBackend> {
+    /// Distance index of every row of the (padded) sequence, `[batch, padded_seq, padded_seq]`.
+    pub index: BucketIndex<B>,
+    /// This rank's endpoint of the context group's all-to-alls.
+    pub group: &'a Arc<UlyssesEndpoint<B::InnerBackend>>,
 }
 
 impl<B: ContextParallelBackend> StageModule<B> {
@@ -199,13 +210,19 @@ impl<B: ContextParallelBackend> StageModule<B> {
     ) -> Result<Tensor<B, 3>, ParallelError> {
         for (offset, layer) in self.layers.iter().enumerate() {
             // each rank draws the key dropout of its own keys, which travel the ring with them
+            // (Ulysses gathers every block's mask)
             let keys = key_mask(&context.padding, self.key_dropout);
+            let global = self.first_layer + offset;
+            let (index, keys) = match &context.ulysses {
+                None => (context.index_rows.clone(), keys),
+                Some(ulysses) => (ulysses.index.clone(), gather_key_mask(keys, ulysses.group, RingCall { layer: global, ..context.call })?),
+            };
             let distance = DistanceBias {
-                index: context.index_rows.clone(),
+                index,
                 table: context.table.clone(),
                 column_offset: 0,
             };
-            x = layer.forward_with(x, spatial_bias(distance, keys), context, self.first_layer + offset)?;
+            x = layer.forward_with(x, spatial_bias(distance, keys), context, global)?;
         }
         Ok(x)
     }
@@ -229,6 +246,9 @@ impl<B: ContextParallelBackend> Attend<B> for BlockContext<'_, B> {
     fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, ParallelError> {
         let AttendInputs { q, k, v, bias, options } = inputs;
         let call = RingCall { layer, ..self.call };
-        Ok(ring_attention(q, k, v, bias, &options, self.ring, call)?.output)
+        match &self.ulysses {
+            None => Ok(ring_attention(q, k, v, bias, &options, self.ring, call)?.output),
+            Some(ulysses) => ulysses_attention(q, k, v, bias, &options, ulysses.group, call),
+        }
     }
 }

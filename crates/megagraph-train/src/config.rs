@@ -5,6 +5,8 @@ use megagraph_graph::synthetic::{CsbmConfig, PowerLawConfig};
 use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
 
+use crate::attention::AttentionConfig;
+use megagraph_parallel::CpMode;
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::schedule::WarmupCosine;
@@ -26,6 +28,8 @@ pub struct TrainConfig {
     pub training: TrainingConfig,
     /// How each optimizer step runs: one device, or a `pp x cp x dp` mesh of workers.
     pub mesh: MeshConfig,
+    /// Which attention the steps run (full, or TorchGT's sparse and interleaved modes).
+    pub attention: AttentionConfig,
 }
 
 /// Where shortest-path distances are measured.
@@ -370,6 +374,10 @@ pub struct MeshConfig {
     /// Cluster description used by `plan = "auto"`. Unset: this machine, its CPU cores as
     /// workers sharing its memory (detected).
     pub cluster: Option<PathBuf>,
+    /// How the `cp` ranks of a context group attend: `"ring"` (default: graph-aware ring
+    /// attention) or `"ulysses"` (all-to-alls over the heads; `heads` must be a multiple of
+    /// `cp`).
+    pub cp_mode: CpMode,
 }
 
 impl Default for MeshConfig {
@@ -382,6 +390,7 @@ impl Default for MeshConfig {
             stage_layers: None,
             plan: None,
             cluster: None,
+            cp_mode: CpMode::Ring,
         }
     }
 }
@@ -505,6 +514,7 @@ impl TrainConfig {
             return invalid("training.max_steps", "must be at least 1 (unset = no limit)");
         }
         self.synthetic.validate()?;
+        self.attention.validate()?;
         Ok(())
     }
 

@@ -69,6 +69,8 @@ pub struct SequenceDataset {
     /// Seconds spent partitioning the nodes into sequences.
     pub partition_seconds: f64,
     roles: Vec<SplitRole>,
+    /// Cluster sizes of each sequence, once [`reorder_clusters`](Self::reorder_clusters) ran.
+    pub(crate) cluster_sizes: Option<Vec<Vec<usize>>>,
     /// Nanoseconds spent building distance rows, summed over every call.
     index_nanos: Arc<AtomicU64>,
     /// Builds a block of distance rows (bounded BFS), here or on the prefetcher's thread.
@@ -142,6 +144,7 @@ impl SequenceDataset {
             num_buckets: options.max_distance as usize + 2,
             partition_seconds,
             roles,
+            cluster_sizes: None,
             index_nanos,
             build_rows: build.clone(),
             prefetcher: RowPrefetcher::new(build),

@@ -63,6 +63,10 @@ pub enum TrainError {
     /// The parallel mesh failed (a worker's error names its rank).
     #[error(transparent)]
     Parallel(#[from] megagraph_parallel::ParallelError),
+    /// An attention core refused its inputs (sparse attention's edges that do not fit the
+    /// batch).
+    #[error(transparent)]
+    Attention(#[from] megagraph_kernels::AttentionError),
     /// An output file (metrics, plots) could not be written.
     #[error("cannot write {path}: {source}")]
     Output {

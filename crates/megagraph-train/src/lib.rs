@@ -4,11 +4,13 @@
 //! [`learner`]: burn-train integration ([`MegaGraphTrainer`], a learning strategy for Burn's
 //! `SupervisedTraining`, with dataset, batcher and model types for node sequences).
 
+mod attention;
 mod beta;
 mod checkpoint;
 mod config;
 mod curves;
 mod data;
+mod edges;
 mod engine;
 mod error;
 mod eval;
@@ -28,6 +30,7 @@ pub mod tune;
 
 /// burn-train, re-exported: `SupervisedTraining`, `Learner`, metrics, checkpointers.
 pub use burn_train;
+pub use attention::{AttentionConfig, AttentionMode, REFORM_TILE, ReformRule, ReformSetting, full_attention_steps};
 pub use beta::{BETA_LEVELS, BetaTuner};
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{

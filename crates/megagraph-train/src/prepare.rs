@@ -132,5 +132,9 @@ pub fn prepare_with_progress(
             max_arcs_per_source: (data.max_bfs_arcs > 0).then_some(data.max_bfs_arcs),
         },
     };
-    SequenceDataset::with_progress(dataset, options, progress)
+    let mut sequences = SequenceDataset::with_progress(dataset, options, progress)?;
+    if config.attention.reorder {
+        sequences.reorder_clusters(config.attention.clusters, config.training.seed)?;
+    }
+    Ok(sequences)
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::graph::Graph;
 
 pub use reform::{BlockReform, ReformThreshold, reform_edges};
-pub use reorder::cluster_order;
+pub use reorder::{cluster_order, cluster_parts};
 
 /// How nodes are grouped into sequences (`locality` or `random` in config files).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

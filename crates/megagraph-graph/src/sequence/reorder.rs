@@ -17,6 +17,17 @@ use super::{SequenceStrategy, node_sequences};
 /// [`GraphError::NodeOutOfRange`] for a member that is not a node of `graph`, and
 /// [`GraphError::DuplicateNode`] for a member given twice.
 pub fn cluster_order(graph: &Graph, members: &[u32], clusters: usize, seed: u64) -> Result<Vec<u32>, GraphError> {
+    Ok(cluster_parts(graph, members, clusters, seed)?.into_iter().flatten().collect())
+}
+
+/// The clusters of [`cluster_order`], each a run of its members in order: their concatenation
+/// is `cluster_order(graph, members, clusters, seed)` and their lengths are the cluster sizes
+/// [`reform_edges`](super::reform_edges) needs. One cluster (the members as given) when
+/// `clusters` is 0 or 1; none for no members.
+///
+/// # Errors
+/// As [`cluster_order`].
+pub fn cluster_parts(graph: &Graph, members: &[u32], clusters: usize, seed: u64) -> Result<Vec<Vec<u32>>, GraphError> {
     let num_nodes = graph.num_nodes();
     let mut local = std::collections::HashMap::with_capacity(members.len());
     for (position, &node) in members.iter().enumerate() {
@@ -27,8 +38,11 @@ pub fn cluster_order(graph: &Graph, members: &[u32], clusters: usize, seed: u64)
             return Err(GraphError::DuplicateNode { node, first: first as usize, second: position });
         }
     }
+    if members.is_empty() {
+        return Ok(Vec::new());
+    }
     if clusters <= 1 || members.len() <= 1 {
-        return Ok(members.to_vec());
+        return Ok(vec![members.to_vec()]);
     }
     let edges: Vec<(u32, u32)> = members
         .iter()
@@ -41,7 +55,7 @@ pub fn cluster_order(graph: &Graph, members: &[u32], clusters: usize, seed: u64)
     let induced = Graph::from_edges(members.len(), &edges, &GraphOptions::default())?;
     let part_len = members.len().div_ceil(clusters);
     let parts = node_sequences(&induced, part_len, SequenceStrategy::Locality, seed);
-    Ok(parts.into_iter().flatten().map(|u| members[u as usize]).collect())
+    Ok(parts.into_iter().map(|part| part.into_iter().map(|u| members[u as usize]).collect()).collect())
 }
 
 #[cfg(test)]
@@ -75,6 +89,10 @@ mod tests {
         let (before, after) = (in_diagonal_blocks(graph, &members, 64), in_diagonal_blocks(graph, &ordered, 64));
         assert!(after >= 2 * before.max(1), "edges inside the 8 diagonal blocks: {before} in id order, {after} reordered");
         assert_eq!(cluster_order(graph, &members, 1, 7).expect("valid"), members);
+        let parts = cluster_parts(graph, &members, 8, 7).expect("valid members");
+        assert!(parts.len() == 8 && parts.iter().all(|part| !part.is_empty() && part.len() <= 64), "{:?}", parts.iter().map(Vec::len).collect::<Vec<_>>());
+        assert_eq!(parts.concat(), ordered, "the parts concatenated are the order");
+        assert!(cluster_parts(graph, &[], 8, 7).expect("valid").is_empty());
     }
 
     #[test]

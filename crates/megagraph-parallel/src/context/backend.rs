@@ -18,12 +18,14 @@ use super::endpoint::RingEndpoint;
 use super::forward::ring_forward;
 use super::message::RingCall;
 use crate::ParallelError;
+use crate::ulysses::UlyssesBackend;
 
-/// An autodiff backend that runs ring attention with its own backward node.
+/// An autodiff backend that runs ring attention with its own backward node (and Ulysses'
+/// all-to-all, [`UlyssesBackend`]).
 ///
 /// Implemented for every [`Autodiff`] backend whose inner backend runs the graph attention op;
 /// training code bounds on this trait.
-pub trait ContextParallelBackend: GraphAttentionAutodiffBackend {
+pub trait ContextParallelBackend: GraphAttentionAutodiffBackend + UlyssesBackend {
     /// Ring attention at the primitive level. `inputs` are this position's
     /// `q`, `k`, `v` (`[batch, heads, block, head_dim]`), its distance index rows
     /// (`[batch, block, block * ring size]`; the column offset is set per hop) with the table,

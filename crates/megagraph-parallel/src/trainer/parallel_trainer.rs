@@ -15,7 +15,7 @@ use crate::gradients::{self, CollectiveLease, SegmentLayout};
 use crate::mesh::{Control, RankGrid, RankCoord, build_links};
 use crate::stage::StageModule;
 use crate::worker::{self, Command, Reply, ReplyBody, WorkerSetup};
-use crate::{NodeConfig, ParallelConfig, ParallelError};
+use crate::{CpMode, NodeConfig, ParallelConfig, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -117,6 +117,17 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         // materialize lazily initialized parameters here, once: a clone of an uninitialized
         // parameter would be initialized again (differently) by every rank
         let model = materialize(model);
+        if options.cp_mode == CpMode::Ulysses
+            && config.cp > 1
+            && let Some(heads) = model.layers.first().map(|layer| layer.attention.num_heads)
+            && !heads.is_multiple_of(config.cp)
+        {
+            return Err(ParallelError::Model {
+                field: "num_heads",
+                value: heads,
+                reason: "Ulysses (cp_mode = ulysses) needs a multiple of cp heads: each context rank attends for heads / cp of them",
+            });
+        }
         let stages = StageModule::split(model, &config)?;
         let stage_lengths: Vec<usize> = stages
             .iter()
@@ -162,6 +173,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                 fault: options.fault,
                 meter: options.meter.clone(),
                 threads,
+                cp_mode: options.cp_mode,
                 commands: command_rx,
                 replies: reply_tx.clone(),
             };

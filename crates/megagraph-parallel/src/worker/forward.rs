@@ -1,15 +1,16 @@
 //! The forward pass of one micro-batch on a rank.
 
 use burn::tensor::{ElementConversion, Tensor};
+use megagraph_kernels::BucketIndex;
 use megagraph_models::masked_cross_entropy;
 
 use super::protocol::StepPlan;
 use super::rank::Worker;
-use crate::ParallelError;
+use crate::{CpMode, ParallelError};
 use crate::context::{ContextParallelBackend, RingCall};
 use crate::data::BlockRequest;
 use crate::mesh::Activation;
-use crate::stage::{BlockContext, StageModule, fresh_leaves};
+use crate::stage::{BlockContext, StageModule, UlyssesContext, fresh_leaves};
 
 /// A micro-batch between its forward and backward passes.
 pub(super) struct InFlight<B: ContextParallelBackend> {
@@ -27,6 +28,36 @@ pub(super) struct InFlight<B: ContextParallelBackend> {
 }
 
 impl<B: ContextParallelBackend> Worker<B> {
+    /// The distance index of every row of the padded sequences, `[batch, padded, padded]`, for
+    /// Ulysses: this rank's rows `own` and the other blocks' rows, asked of the source without
+    /// their node inputs (held dense).
+    fn whole_index(
+        &self,
+        sequences: &[usize],
+        request: BlockRequest,
+        own: BucketIndex<B>,
+    ) -> Result<BucketIndex<B>, ParallelError> {
+        let rank = self.rank;
+        let mut rows = Vec::with_capacity(request.cp);
+        for position in 0..request.cp {
+            let index = if position == request.position {
+                own.clone()
+            } else {
+                let other = BlockRequest {
+                    position,
+                    with_input: false,
+                    ..request
+                };
+                self.source
+                    .block(sequences, other, &self.device)
+                    .map_err(|message| ParallelError::Source { rank, message })?
+                    .index_rows
+            };
+            rows.push(index.to_dense().map_err(|source| ParallelError::Attention { rank, source })?);
+        }
+        Ok(Tensor::cat(rows, 1).into())
+    }
+
     /// Forward pass of one micro-batch; returns what its backward needs and its loss (last
     /// stage; 0 elsewhere).
     pub(super) fn forward(
@@ -83,7 +114,16 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .require_grad();
             (x.clone(), table, Some(x))
         };
+        let ulysses = if self.cp_mode == CpMode::Ulysses && self.shape.cp > 1 {
+            Some(UlyssesContext {
+                index: self.whole_index(sequences, request, block.index_rows.clone())?,
+                group: &self.links.ulysses,
+            })
+        } else {
+            None
+        };
         let context = BlockContext {
+            ulysses,
             index_rows: block.index_rows,
             padding: block.padding,
             table: table.clone(),

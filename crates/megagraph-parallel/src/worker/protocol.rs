@@ -13,7 +13,7 @@ use crate::mesh::{Control, Links, RankGrid};
 use crate::meter::MemoryMeter;
 use crate::stage::StageModule;
 use crate::trainer::InjectedFault;
-use crate::{NodeConfig, OptimizerRecord, ParallelError};
+use crate::{CpMode, NodeConfig, OptimizerRecord, ParallelError};
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -86,6 +86,7 @@ pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     pub meter: Option<Arc<dyn MemoryMeter>>,
     /// Threads of the rank's rayon pool.
     pub threads: usize,
+    pub cp_mode: CpMode,
     pub commands: Receiver<Command<B>>,
     pub replies: Sender<Reply<B>>,
 }

@@ -18,7 +18,7 @@ use crate::gradients::GradientReducer;
 use crate::mesh::{Control, Links, RankGrid, RankCoord};
 use crate::meter::{MemoryMeter, ThreadAllocatorMeter};
 use crate::stage::{StageModule, trainable};
-use crate::ParallelError;
+use crate::{CpMode, ParallelError};
 use crate::trainer::InjectedFault;
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
@@ -51,6 +51,8 @@ pub(super) struct Worker<B: ContextParallelBackend> {
     pub(super) reducer: Option<GradientReducer>,
     pub(super) fault: Option<InjectedFault>,
     pub(super) meter: Arc<dyn MemoryMeter>,
+    /// How the context group attends.
+    pub(super) cp_mode: CpMode,
     commands: Receiver<Command<B>>,
     replies: Sender<Reply<B>>,
     /// Time spent waiting for pipeline messages and the all-reduce during the current step.
@@ -94,6 +96,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             meter: setup
                 .meter
                 .unwrap_or_else(|| Arc::new(ThreadAllocatorMeter)),
+            cp_mode: setup.cp_mode,
             commands: setup.commands,
             replies: setup.replies,
             waited: Cell::new(Duration::ZERO),

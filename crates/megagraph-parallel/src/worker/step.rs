@@ -68,7 +68,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                     let module = saved.module.clone();
                     let grads = self.backward(plan, micro, saved)?;
                     self.meter.peak();
-                    if let Some(failure) = self.links.ring.take_failure() {
+                    if let Some(failure) = self.links.ring.take_failure().or_else(|| self.links.ulysses.take_failure()) {
                         return Err(failure);
                     }
                     let flat = flatten::<B, _>(&module, &grads, &self.device);

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::AutodiffBackend;
+use megagraph_graph::sequence::BlockReform;
 use megagraph_models::GraphTransformer;
-use megagraph_parallel::{NodeConfig, OptimizerRecord};
+use megagraph_parallel::{CpMode, NodeConfig, OptimizerRecord};
 
 use crate::data::SequenceDataset;
 use crate::error::Result;
@@ -38,6 +39,36 @@ pub(crate) trait StepEngine<B: AutodiffBackend> {
     /// What each rank held at most over the steps so far, in rank order (one entry on a single
     /// device).
     fn rank_figures(&self) -> Vec<RankFigures>;
+
+    /// Which attention the following steps run. An engine that runs full attention only (a
+    /// mesh: its pipeline and context ring carry no edge lists) refuses sparse attention.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::InvalidConfig`](crate::TrainError) naming `attention.mode` when the
+    /// engine cannot run `attention`.
+    fn set_attention(&mut self, attention: StepAttention) -> Result<()> {
+        match attention {
+            StepAttention::Full => Ok(()),
+            StepAttention::Sparse { .. } => Err(crate::TrainError::InvalidConfig {
+                field: "attention.mode",
+                reason: "sparse and interleaved attention run on one device (pp = cp = dp = 1): a mesh runs full attention".into(),
+            }),
+        }
+    }
+}
+
+/// The attention core of a step.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum StepAttention {
+    /// Full biased attention ([`LocalAttention`](megagraph_models::LocalAttention), or the ring).
+    Full,
+    /// TorchGT's sparse edge attention over each sequence's edges, reformed into dense tiles by
+    /// `reform` when given.
+    Sparse {
+        /// Elastic computation reformation of the edges.
+        reform: Option<BlockReform>,
+    },
 }
 
 /// The most one rank held over a run's steps.
@@ -84,4 +115,6 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub nodes: Option<NodeConfig>,
     /// How long a rank waits for a peer before failing (mesh engine only).
     pub timeout: Duration,
+    /// How each context group attends (mesh engine only).
+    pub cp_mode: CpMode,
 }

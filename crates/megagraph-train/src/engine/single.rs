@@ -7,10 +7,10 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, GradientsParams, Optimizer};
 use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_cross_entropy};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, SparseAttention, masked_cross_entropy};
 use megagraph_parallel::{OptimizerRecord, trainable};
 
-use super::{EngineSetup, Inner, RankFigures, StepEngine};
+use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
 use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
 
@@ -25,6 +25,7 @@ pub(crate) struct SingleDeviceEngine<B: AutodiffBackend> {
     structure_dropout: f64,
     device: B::Device,
     figures: RankFigures,
+    attention: StepAttention,
 }
 
 impl<B> SingleDeviceEngine<B>
@@ -45,6 +46,7 @@ where
             structure_dropout: setup.structure_dropout,
             device: setup.device,
             figures: RankFigures::default(),
+            attention: StepAttention::Full,
         }
     }
 
@@ -77,11 +79,24 @@ where
             dense_index_bytes: size * rows * columns,
             peak_bytes: None,
         };
+        let sparse = match &self.attention {
+            StepAttention::Full => None,
+            StepAttention::Sparse { reform } => Some(SparseAttention::new(self.data.batch_edges::<B>(indices, reform.as_ref(), &self.device)?)),
+        };
         let model = self
             .model
             .take()
             .unwrap_or_else(|| unreachable!("the model is put back after every step"));
-        let logits = model.forward(batch.graph);
+        let logits = match &sparse {
+            None => model.forward(batch.graph),
+            Some(sparse) => match model.forward_with(batch.graph, sparse) {
+                Ok(logits) => logits,
+                Err(error) => {
+                    self.model = Some(model);
+                    return Err(error.into());
+                }
+            },
+        };
         let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, train_nodes);
         let value = loss.clone().into_scalar().elem::<f64>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -97,6 +112,11 @@ where
 
     fn rank_figures(&self) -> Vec<RankFigures> {
         vec![self.figures]
+    }
+
+    fn set_attention(&mut self, attention: StepAttention) -> Result<()> {
+        self.attention = attention;
+        Ok(())
     }
 
     fn model(&mut self) -> Result<GraphTransformer<Inner<B>>> {

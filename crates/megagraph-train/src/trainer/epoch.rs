@@ -7,8 +7,9 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use super::{NodeClassificationTrainer, TrainObserver};
+use crate::attention::{AttentionMode, full_attention_steps};
 use crate::checkpoint::TrainState;
-use crate::engine::StepEngine;
+use crate::engine::{StepAttention, StepEngine};
 use crate::error::Result;
 use crate::prefetch::RowLayout;
 use crate::schedule::WarmupCosine;
@@ -31,6 +32,8 @@ pub(super) struct EpochLoss {
     pub loss: f64,
     /// The learning rate of its last step.
     pub learning_rate: f64,
+    /// The steps (indices within the epoch) that ran full attention.
+    pub full_steps: Vec<usize>,
 }
 
 impl NodeClassificationTrainer<'_> {
@@ -68,8 +71,21 @@ impl NodeClassificationTrainer<'_> {
         self.config.training.max_steps.is_some_and(|max| step >= max)
     }
 
+    /// The steps of an epoch of `steps` steps that run full attention: all of them in `full`
+    /// mode, none in `sparse` mode, and `switch_freq` evenly spaced ones in `interleaved` mode
+    /// ([`full_attention_steps`]).
+    pub(super) fn full_steps(&self, steps: usize) -> Vec<usize> {
+        let attention = &self.config.attention;
+        match attention.mode {
+            AttentionMode::Full => (0..steps).collect(),
+            AttentionMode::Sparse => Vec::new(),
+            AttentionMode::Interleaved => full_attention_steps(steps, attention.switch_freq),
+        }
+    }
+
     /// The optimizer steps of epoch `state.epoch + 1`: dropout and order depend only on
     /// (seed, epoch), so a resumed run repeats exactly. Counts the steps in `state.step`.
+    /// Steps run full attention or `sparse` as [`full_steps`](Self::full_steps) says.
     ///
     /// # Errors
     ///
@@ -80,6 +96,7 @@ impl NodeClassificationTrainer<'_> {
         plan: &EpochPlan,
         state: &mut TrainState,
         device: &B::Device,
+        sparse: &StepAttention,
         observer: &mut dyn TrainObserver,
     ) -> Result<EpochLoss> {
         let training = &self.config.training;
@@ -96,9 +113,19 @@ impl NodeClassificationTrainer<'_> {
         let (mut loss_sum, mut loss_steps) = (0.0, 0);
         let mut learning_rate = plan.schedule.at(state.step);
         let batches: Vec<&[usize]> = order.chunks(plan.batch_size).collect();
+        let full = self.full_steps(batches.len());
+        if self.config.attention.mode == AttentionMode::Interleaved {
+            log::info!("epoch {epoch}: full attention on steps {full:?} of 0..{}, sparse on the others", batches.len());
+        }
+        let mut ran_full = Vec::new();
         for (i, indices) in batches.iter().copied().enumerate() {
             if self.step_limit_reached(state.step) {
                 break;
+            }
+            let full_step = full.binary_search(&i).is_ok();
+            engine.set_attention(if full_step { StepAttention::Full } else { sparse.clone() })?;
+            if full_step {
+                ran_full.push(i);
             }
             let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
             self.prefetch(&batches, i, plan.rows);
@@ -112,9 +139,13 @@ impl NodeClassificationTrainer<'_> {
             loss_steps += 1;
             observer.step_finished(loss);
         }
+        if self.config.attention.mode != AttentionMode::Full {
+            log::debug!("epoch {epoch}: steps that ran full attention: {ran_full:?}");
+        }
         Ok(EpochLoss {
             loss: if loss_steps > 0 { loss_sum / loss_steps as f64 } else { f64::NAN },
             learning_rate,
+            full_steps: ran_full,
         })
     }
 

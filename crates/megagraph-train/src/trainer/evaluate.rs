@@ -1,9 +1,11 @@
 //! The evaluation step of the training loop: accuracy on the train, valid and test nodes.
 
-use megagraph_models::{GraphAttentionBackend, GraphTransformer};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, SparseAttention};
 
 use super::NodeClassificationTrainer;
 use crate::data::{NodeBatch, SplitRole};
+use crate::engine::StepAttention;
+use crate::error::Result;
 use crate::prefetch::RowLayout;
 
 /// Accuracy on each split.
@@ -28,20 +30,39 @@ impl NodeClassificationTrainer<'_> {
             .collect()
     }
 
-    /// Accuracy of `model` on the train, valid and test nodes.
+    /// Accuracy of `model` (with full attention) on the train, valid and test nodes.
     pub fn evaluate<B: GraphAttentionBackend>(
         &self,
         model: &GraphTransformer<B>,
         batches: &[Vec<usize>],
         device: &B::Device,
     ) -> SplitAccuracy {
+        self.evaluate_with(model, batches, device, &StepAttention::Full)
+            .unwrap_or_else(|_| unreachable!("full attention builds no edges and cannot fail"))
+    }
+
+    /// [`evaluate`](Self::evaluate) with the attention core `attention`.
+    pub(super) fn evaluate_with<B: GraphAttentionBackend>(
+        &self,
+        model: &GraphTransformer<B>,
+        batches: &[Vec<usize>],
+        device: &B::Device,
+        attention: &StepAttention,
+    ) -> Result<SplitAccuracy> {
         let mut correct = [0usize; 3];
         let mut total = [0usize; 3];
         let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
         for (i, indices) in slices.iter().enumerate() {
             self.prefetch(&slices, i, RowLayout::SINGLE);
             let batch: NodeBatch<B> = self.data.batch(indices, device);
-            let predictions = model.forward(batch.graph).argmax(2).into_data();
+            let logits = match attention {
+                StepAttention::Full => model.forward(batch.graph),
+                StepAttention::Sparse { reform } => {
+                    let sparse = SparseAttention::new(self.data.batch_edges::<B>(indices, reform.as_ref(), device)?);
+                    model.forward_with(batch.graph, &sparse)?
+                }
+            };
+            let predictions = logits.argmax(2).into_data();
             let predictions = predictions.iter::<i64>();
             for (node, predicted) in batch.nodes.iter().zip(predictions) {
                 let Some(node) = *node else { continue };
@@ -65,10 +86,10 @@ impl NodeClassificationTrainer<'_> {
                 correct[i] as f64 / total[i] as f64
             }
         };
-        SplitAccuracy {
+        Ok(SplitAccuracy {
             train: ratio(0),
             valid: ratio(1),
             test: ratio(2),
-        }
+        })
     }
 }

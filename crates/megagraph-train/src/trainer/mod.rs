@@ -19,10 +19,12 @@ use burn::optim::AdamWConfig;
 use megagraph_models::{GraphTransformer, GraphTransformerConfig};
 use megagraph_parallel::{ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig};
 
+use crate::attention::AttentionMode;
+use crate::beta::BetaTuner;
 use crate::checkpoint::Checkpointer;
 use crate::config::{MeshConfig, TrainConfig};
 use crate::data::SequenceDataset;
-use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
+use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepAttention, StepEngine};
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
@@ -185,19 +187,46 @@ impl<'a> NodeClassificationTrainer<'a> {
             cp: layout.cp,
             readers: layout.pp,
         });
+        let attention = &self.config.attention;
+        if attention.mode != AttentionMode::Full && layout.is_some() {
+            return Err(TrainError::InvalidConfig {
+                field: "attention.mode",
+                reason: format!(
+                    "{:?} attention runs on one device (pp = cp = dp = 1): the mesh's pipeline and context ring carry no edge lists",
+                    attention.mode
+                ),
+            });
+        }
+        if attention.block_reform && self.data.cluster_sizes().is_none() {
+            return Err(TrainError::InvalidConfig {
+                field: "attention.block_reform",
+                reason: "needs the sequences reordered into clusters (prepare() does it with attention.reorder; or SequenceDataset::reorder_clusters)".into(),
+            });
+        }
         let mut engine = self.start_engine(layout, start.model, start.record, devices)?;
         let plan = self.epoch_plan(rows);
         let evaluation = self.evaluation_batches();
+        let mut tuner = BetaTuner::default();
 
         let stopped = loop {
             if let Some(reason) = self.stop_reason(&state) {
                 break reason;
             }
             let started = Instant::now();
-            let trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, observer)?;
+            let sparse = StepAttention::Sparse {
+                reform: attention.reform(tuner.beta(), self.config.training.seed),
+            };
+            let trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, &sparse, observer)?;
             let current = engine.model()?;
-            let accuracy = self.evaluate(&current, &evaluation, device);
+            // sparse and interleaved runs are evaluated with the sparse attention they train
+            let evaluated = if attention.mode == AttentionMode::Full { StepAttention::Full } else { sparse };
+            let accuracy = self.evaluate_with(&current, &evaluation, device, &evaluated)?;
             let epoch = state.epoch + 1;
+            observer.attention_steps(epoch, &trained.full_steps);
+            if attention.tunes_beta() {
+                let beta = tuner.observe(epoch, trained.loss, started.elapsed().as_secs_f64());
+                log::info!("epoch {epoch}: reformation's β is {beta} for the next epoch");
+            }
             let metrics = EpochMetrics {
                 epoch,
                 loss: trained.loss,
@@ -241,6 +270,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),
             timeout: Duration::from_secs(600),
+            cp_mode: self.config.mesh.cp_mode,
         };
         let Some(layout) = layout else {
             return Ok(Box::new(SingleDeviceEngine::new(model, setup)));

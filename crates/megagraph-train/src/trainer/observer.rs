@@ -15,6 +15,9 @@ pub trait TrainObserver {
     fn step_finished(&mut self, _loss: f64) {}
     /// An epoch finished.
     fn epoch_finished(&mut self, _metrics: &EpochMetrics, _improved: bool) {}
+    /// The training steps of `epoch` ran; `full_steps` are those (indices within the epoch)
+    /// that ran full attention, the others ran sparse attention (the `[attention]` section).
+    fn attention_steps(&mut self, _epoch: usize, _full_steps: &[usize]) {}
     /// Asked after each epoch (and its checkpoint): `true` interrupts training with
     /// [`TrainError::Interrupted`](crate::TrainError::Interrupted); a later run can `--resume`.
     fn should_stop(&mut self, _epoch: usize) -> bool {

@@ -1,0 +1,369 @@
+//! Ulysses attention over `cp` positions equals the attention op on the whole sequence, and
+//! gives the ring's gradients: outputs and the gradients of q, k, v and the bias table.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use burn::tensor::{Bool, Int, Tensor, TensorData};
+use common::{B, Inner, Rng, relative};
+use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
+use megagraph_parallel::{
+    ParallelError, RingCall, RingEndpoint, UlyssesEndpoint, ring_attention, ulysses_attention,
+};
+
+const BATCH: usize = 2;
+const HEADS: usize = 4;
+const SEQ: usize = 12;
+const HEAD_DIM: usize = 4;
+const BUCKETS: usize = 5;
+
+struct Case {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    index: Vec<i64>,
+    table: Vec<f32>,
+    padding: Vec<bool>,
+    /// Weights of the output in the loss, `[batch, heads, seq, head_dim]`.
+    out_weight: Vec<f32>,
+}
+
+impl Case {
+    fn new(seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let n = BATCH * HEADS * SEQ * HEAD_DIM;
+        let mut vec = |len: usize, a: f32| (0..len).map(|_| rng.uniform(a)).collect::<Vec<f32>>();
+        let (q, k, v) = (vec(n, 1.5), vec(n, 1.5), vec(n, 1.0));
+        let table = vec(BUCKETS * HEADS, 1.0);
+        let out_weight = vec(n, 1.0);
+        let index = (0..BATCH * SEQ * SEQ)
+            .map(|_| rng.below(BUCKETS as u64) as i64)
+            .collect();
+        // batch 1 has its last 3 nodes padded
+        let padding = (0..BATCH * SEQ)
+            .map(|i| i / SEQ == 1 && i % SEQ >= SEQ - 3)
+            .collect();
+        Self {
+            q,
+            k,
+            v,
+            index,
+            table,
+            padding,
+            out_weight,
+        }
+    }
+}
+
+/// Output and gradients, as host vectors in whole-sequence layout.
+#[derive(Default)]
+struct Results {
+    output: Vec<f32>,
+    dq: Vec<f32>,
+    dk: Vec<f32>,
+    dv: Vec<f32>,
+    dtable: Vec<f32>,
+}
+
+fn host<const D: usize>(t: Tensor<Inner, D>) -> Vec<f32> {
+    t.into_data().iter::<f32>().collect()
+}
+
+/// `data[b, h, rows, ..]` of a `[BATCH, HEADS, SEQ, width]` row-major vector.
+fn rows(data: &[f32], width: usize, range: std::ops::Range<usize>) -> Vec<f32> {
+    (0..BATCH * HEADS)
+        .flat_map(|bh| {
+            range
+                .clone()
+                .flat_map(move |row| (0..width).map(move |d| (bh * SEQ + row) * width + d))
+        })
+        .map(|i| data[i])
+        .collect()
+}
+
+/// The inputs of the rows `range` as leaves, the table as a leaf, and the loss weights.
+struct Leaves {
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    table: Tensor<B, 2>,
+    weight: Tensor<B, 4>,
+}
+
+fn leaves(case: &Case, range: std::ops::Range<usize>) -> Leaves {
+    let device = Default::default();
+    let t4 = |v: &[f32]| {
+        Tensor::<B, 4>::from_data(
+            TensorData::new(
+                rows(v, HEAD_DIM, range.clone()),
+                [BATCH, HEADS, range.len(), HEAD_DIM],
+            ),
+            &device,
+        )
+    };
+    Leaves {
+        q: t4(&case.q).require_grad(),
+        k: t4(&case.k).require_grad(),
+        v: t4(&case.v).require_grad(),
+        table: Tensor::<B, 2>::from_data(
+            TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
+            &device,
+        )
+        .require_grad(),
+        weight: t4(&case.out_weight),
+    }
+}
+
+/// The index rows `range` over every column, and the padding of the nodes `columns`.
+fn bias(
+    case: &Case,
+    table: Tensor<B, 2>,
+    range: std::ops::Range<usize>,
+    columns: std::ops::Range<usize>,
+) -> AttentionBias<B> {
+    let device = Default::default();
+    let index: Vec<i64> = (0..BATCH)
+        .flat_map(|b| {
+            range
+                .clone()
+                .flat_map(move |i| (0..SEQ).map(move |j| (b * SEQ + i) * SEQ + j))
+        })
+        .map(|i| case.index[i])
+        .collect();
+    let padding: Vec<bool> = (0..BATCH)
+        .flat_map(|b| columns.clone().map(move |i| b * SEQ + i))
+        .map(|i| case.padding[i])
+        .collect();
+    AttentionBias {
+        distance: Some(DistanceBias {
+            index: Tensor::<B, 3, Int>::from_data(
+                TensorData::new(index, [BATCH, range.len(), SEQ]),
+                &device,
+            )
+            .into(),
+            table,
+            column_offset: 0,
+        }),
+        dense: None,
+        key_padding_mask: Some(Tensor::<B, 2, Bool>::from_data(
+            TensorData::new(padding, [BATCH, columns.len()]),
+            &device,
+        )),
+    }
+}
+
+const OPTIONS: AttentionOptions = AttentionOptions {
+    scale: None,
+    block_size: 5,
+};
+
+/// Output and gradients of `output` under the weighted-sum loss.
+fn results(leaves: &Leaves, output: Tensor<B, 4>) -> Results {
+    let grads = (output.clone() * leaves.weight.clone()).sum().backward();
+    let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
+    Results {
+        output: host(output.inner()),
+        dq: grad(&leaves.q),
+        dk: grad(&leaves.k),
+        dv: grad(&leaves.v),
+        dtable: host(
+            leaves
+                .table
+                .grad(&grads)
+                .unwrap_or_else(|| panic!("no table gradient")),
+        ),
+    }
+}
+
+fn whole(case: &Case) -> Results {
+    let leaves = leaves(case, 0..SEQ);
+    let bias = bias(case, leaves.table.clone(), 0..SEQ, 0..SEQ);
+    let output = graph_attention(
+        leaves.q.clone(),
+        leaves.k.clone(),
+        leaves.v.clone(),
+        bias,
+        &OPTIONS,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .output;
+    results(&leaves, output)
+}
+
+/// Which context-parallel mode a position runs.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Ring,
+    Ulysses,
+}
+
+/// Runs `cp` positions on threads and reassembles whole-sequence results (the table gradient
+/// summed over positions, as the gradient all-reduce does).
+fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, ParallelError> {
+    let devices = vec![Default::default(); cp];
+    let block = SEQ / cp;
+    let call = RingCall {
+        step: 3,
+        micro: 0,
+        layer: 1,
+    };
+    let handles: Vec<_> = match mode {
+        Mode::Ring => RingEndpoint::<Inner>::ring(&devices, Duration::from_secs(30))
+            .into_iter()
+            .map(|ring| {
+                let case = case.clone();
+                std::thread::spawn(move || {
+                    let range = ring.position() * block..(ring.position() + 1) * block;
+                    let leaves = leaves(&case, range.clone());
+                    let bias = bias(&case, leaves.table.clone(), range.clone(), range);
+                    let output = ring_attention(
+                        leaves.q.clone(),
+                        leaves.k.clone(),
+                        leaves.v.clone(),
+                        bias,
+                        &OPTIONS,
+                        &ring,
+                        call,
+                    )?
+                    .output;
+                    let results = results(&leaves, output);
+                    ring.take_failure().map_or(Ok(results), Err)
+                })
+            })
+            .collect(),
+        Mode::Ulysses => UlyssesEndpoint::<Inner>::group(&devices, Duration::from_secs(30))
+            .into_iter()
+            .map(|group| {
+                let case = case.clone();
+                std::thread::spawn(move || {
+                    let range = group.position() * block..(group.position() + 1) * block;
+                    let leaves = leaves(&case, range);
+                    // Ulysses reads the index of every row and the mask of every node
+                    let bias = bias(&case, leaves.table.clone(), 0..SEQ, 0..SEQ);
+                    let output = ulysses_attention(
+                        leaves.q.clone(),
+                        leaves.k.clone(),
+                        leaves.v.clone(),
+                        bias,
+                        &OPTIONS,
+                        &group,
+                        call,
+                    )?;
+                    let results = results(&leaves, output);
+                    group.take_failure().map_or(Ok(results), Err)
+                })
+            })
+            .collect(),
+    };
+    let parts: Vec<Results> = handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| panic!("{mode:?} thread panicked"))
+        })
+        .collect::<Result<_, _>>()?;
+    let merge = |get: &dyn Fn(&Results) -> &Vec<f32>| {
+        let mut all = vec![0.0; BATCH * HEADS * SEQ * HEAD_DIM];
+        for (r, part) in parts.iter().enumerate() {
+            for bh in 0..BATCH * HEADS {
+                let src = bh * block * HEAD_DIM;
+                let dst = (bh * SEQ + r * block) * HEAD_DIM;
+                all[dst..dst + block * HEAD_DIM]
+                    .copy_from_slice(&get(part)[src..src + block * HEAD_DIM]);
+            }
+        }
+        all
+    };
+    let mut dtable = vec![0.0; BUCKETS * HEADS];
+    for part in &parts {
+        for (acc, x) in dtable.iter_mut().zip(&part.dtable) {
+            *acc += x;
+        }
+    }
+    Ok(Results {
+        output: merge(&|p| &p.output),
+        dq: merge(&|p| &p.dq),
+        dk: merge(&|p| &p.dk),
+        dv: merge(&|p| &p.dv),
+        dtable,
+    })
+}
+
+fn assert_close(what: &str, got: &Results, expected: &Results) {
+    for (name, a, b) in [
+        ("output", &got.output, &expected.output),
+        ("dq", &got.dq, &expected.dq),
+        ("dk", &got.dk, &expected.dk),
+        ("dv", &got.dv, &expected.dv),
+        ("dtable", &got.dtable, &expected.dtable),
+    ] {
+        let rel = relative(a, b);
+        assert!(rel <= 1e-5, "{what}: {name} differs by {rel:e} (relative)");
+    }
+}
+
+#[test]
+fn ulysses_equals_the_op_on_the_whole_sequence_and_the_ring() {
+    let case = Arc::new(Case::new(7));
+    let expected = whole(&case);
+    for cp in [1, 2, 4] {
+        let ulysses =
+            parallel(&case, cp, Mode::Ulysses).unwrap_or_else(|e| panic!("cp = {cp}: {e}"));
+        assert_close(&format!("Ulysses, cp = {cp}"), &ulysses, &expected);
+        let ring = parallel(&case, cp, Mode::Ring).unwrap_or_else(|e| panic!("cp = {cp}: {e}"));
+        assert_close(
+            &format!("Ulysses against the ring, cp = {cp}"),
+            &ulysses,
+            &ring,
+        );
+    }
+}
+
+#[test]
+fn heads_that_do_not_divide_by_cp_are_a_typed_error() {
+    let case = Arc::new(Case::new(1));
+    // 4 heads over 3 positions
+    let error = parallel(&case, 3, Mode::Ulysses).err();
+    assert!(
+        matches!(
+            error,
+            Some(ParallelError::Model {
+                field: "num_heads",
+                value: 4,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_missing_peer_is_an_error_not_a_hang() {
+    let case = Arc::new(Case::new(2));
+    let mut group = UlyssesEndpoint::<Inner>::group(
+        &[Default::default(), Default::default()],
+        Duration::from_secs(30),
+    );
+    let alone = group.remove(0);
+    drop(group);
+    let leaves = leaves(&case, 0..SEQ / 2);
+    let bias = bias(&case, leaves.table.clone(), 0..SEQ, 0..SEQ);
+    let started = std::time::Instant::now();
+    let error = ulysses_attention(
+        leaves.q,
+        leaves.k,
+        leaves.v,
+        bias,
+        &OPTIONS,
+        &alone,
+        RingCall::default(),
+    )
+    .err();
+    assert!(
+        matches!(error, Some(ParallelError::PeerGone { rank: 0, .. })),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
