@@ -20,8 +20,14 @@ const SEQUENCES: usize = 36;
 const PER_STEP: usize = 12;
 const LR: f64 = 1e-2;
 
+/// The backend's random generator is one per process: the tests of this file seed it and draw
+/// their parameters in turn (another test's draws between a seed and an init would change the
+/// parameters).
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The tests' tiny model with 4 heads (so 2 and 4 context ranks divide them).
 fn model(seed: u64) -> GraphTransformer<Inner> {
+    let _turn = SEEDED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let device = Default::default();
     Inner::seed(&device, seed);
     megagraph_models::materialize(model_config(LAYERS).with_num_heads(HEADS).init(&device))
