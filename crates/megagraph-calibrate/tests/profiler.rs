@@ -103,7 +103,11 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
             assert!(s.peak_bytes >= s.saved_bytes);
         }
     }
-    // what a layer, an attention block and the head keep grows with the rows
+    // what a layer, an attention block and the head keep grows with the rows: from each size to
+    // the next up to the 0.8 kB bookkeeping allocation that lands in or out of the measured
+    // window now and then (it reversed the head's 16 and 32 rows, 1.2 kB apart, once in CI),
+    // strictly from the smallest to the largest
+    const BOOKKEEPING: u64 = 1024;
     for samples in [
         table.layer_dense.clone(),
         table.head.clone(),
@@ -111,9 +115,11 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
         table.attention_at(2),
     ] {
         for pair in samples.windows(2) {
-            assert!(pair[1].saved_bytes > pair[0].saved_bytes, "{pair:?}");
+            assert!(pair[1].saved_bytes + BOOKKEEPING > pair[0].saved_bytes, "{pair:?}");
             assert!(pair[1].peak_bytes > pair[0].peak_bytes, "{pair:?}");
         }
+        let (first, last) = (samples[0], samples[samples.len() - 1]);
+        assert!(last.saved_bytes > first.saved_bytes + BOOKKEEPING, "{first:?} {last:?}");
     }
     // a layer keeps at least its input, Q, K and V: 4 x rows x hidden f32
     for s in &table.layer_dense {
