@@ -2,7 +2,8 @@
 
 use burn::tensor::Tensor;
 
-use crate::backend::{DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs};
+use crate::backend::GraphAttentionBackend;
+use crate::primitives::{DistanceBiasPrimitive, GraphAttentionInputs};
 use crate::error::check_dims;
 use crate::reference::{float, primitive};
 use crate::{AttentionBias, AttentionError, BucketIndex};

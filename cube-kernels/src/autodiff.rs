@@ -10,7 +10,8 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::ops::FloatTensor;
 
-use crate::backend::{DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionInputs};
+use crate::backend::GraphAttentionBackend;
+use crate::primitives::{DistanceBiasPrimitive, GraphAttentionInputs};
 
 /// Backward step of the op. Parents: `[q, k, v, table, dense]`.
 #[derive(Debug)]

@@ -14,9 +14,8 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime, FusionTensor};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
 
-use crate::backend::{
-    DistanceBiasPrimitive, GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs,
-};
+use crate::backend::GraphAttentionBackend;
+use crate::primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
 use crate::index::{BucketIndexPrimitive, SparseBucketIndexPrimitive};
 
 /// The fusion runtime of the inner backend `B`.

@@ -38,18 +38,17 @@ mod error;
 mod fusion;
 mod index;
 mod merge;
+mod primitives;
 pub mod reference;
 mod sparse_edge;
 
 pub use attention::{AttentionOptions, AttentionOutput, graph_attention};
-pub use backend::{
-    DistanceBiasPrimitive, GraphAttentionAutodiffBackend, GraphAttentionBackend,
-    GraphAttentionGrads, GraphAttentionInputs,
-};
+pub use backend::{GraphAttentionAutodiffBackend, GraphAttentionBackend};
 pub use bias::{AttentionBias, DistanceBias};
 pub use error::AttentionError;
 pub use index::{
     BucketIndex, BucketIndexPrimitive, CsrParts, SparseBucketIndex, SparseBucketIndexPrimitive, sparse_is_smaller,
 };
 pub use merge::merge_partials;
+pub use primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
 pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, sparse_edge_attention};

@@ -17,7 +17,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
 use super::{ModelShapeArgs, progress_bar};
 use super::error::{CliError, Result};
-use megagraph_train::files::write_atomically;
+use megagraph_train::files::write_json_atomically;
 use megagraph_train::plot::{Chart, Series, SeriesStyle};
 use megagraph_train::{DataConfig, TrainConfig, TrainingConfig};
 
@@ -201,8 +201,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
                 serde_json::to_value(validation).map_err(|err| output_error(path, err))?,
             );
         }
-        let bytes = serde_json::to_vec_pretty(&json).map_err(|err| output_error(path, err))?;
-        write_atomically(path, &bytes)?;
+        write_json_atomically(path, &json)?;
         println!("plan written to {}", path.display());
     }
     if let Some(validation) = &validation {

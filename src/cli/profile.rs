@@ -15,7 +15,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::plan::ModelSpecArgs;
 use super::progress_bar;
 use super::error::{CliError, Result};
-use megagraph_train::files::write_atomically;
+use megagraph_train::files::write_json_atomically;
 
 /// How profiles are measured (shared by `megagraph profile` and `megagraph plan --profile
 /// measured`).
@@ -247,11 +247,7 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
         ),
     }
     if let Some(out) = &args.json {
-        let json = serde_json::to_vec_pretty(&table).map_err(|err| CliError::Output {
-            path: out.clone(),
-            source: std::io::Error::other(err),
-        })?;
-        write_atomically(out, &json)?;
+        write_json_atomically(out, &table)?;
         println!("profile written to {}", out.display());
     }
     Ok(())

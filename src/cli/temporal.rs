@@ -248,11 +248,7 @@ fn shards(args: &TemporalShardsArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.json {
-        let json = serde_json::to_vec_pretty(&rows).map_err(|err| CliError::Output {
-            path: path.clone(),
-            source: std::io::Error::other(err),
-        })?;
-        megagraph_train::files::write_atomically(path, &json)?;
+        megagraph_train::files::write_json_atomically(path, &rows)?;
     }
     Ok(())
 }

@@ -20,14 +20,19 @@ const SEQUENCES: usize = 36;
 const PER_STEP: usize = 12;
 const LR: f64 = 1e-2;
 
-/// The backend's random generator is one per process: the tests of this file seed it and draw
-/// their parameters in turn (another test's draws between a seed and an init would change the
-/// parameters).
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The tests of this file run one at a time. The backend's random generator is one per
+/// process (another test's draws between a seed and an init would change the parameters), and
+/// a test seeding and drawing a model while the cp = dp = 2 mesh trained perturbed that run
+/// about once in twenty (its spatial table ended up to 5e-4 away; run alone, 24 runs of 24 and
+/// 56 of 56 repeated bit for bit; the cause is not found yet, see the TorchGT issue).
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The tests' tiny model with 4 heads (so 2 and 4 context ranks divide them).
 fn model(seed: u64) -> GraphTransformer<Inner> {
-    let _turn = SEEDED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let device = Default::default();
     Inner::seed(&device, seed);
     megagraph_models::materialize(model_config(LAYERS).with_num_heads(HEADS).init(&device))
@@ -77,12 +82,7 @@ fn check(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[
         .model()
         .unwrap_or_else(|e| panic!("{config:?}: {e}"));
     let (diff, name) = max_parameter_difference(&trained, &expected_model);
-    // The losses hold to 1e-5 on every mesh. The parameters after three AdamW steps hold to
-    // 1e-4 on all but cp = dp = 2, where about one run in eight leaves the small spatial table
-    // up to 5e-4 (norm-relative) away, while the ring's meshes stay exact: not yet explained
-    // (a nondeterministic summation order in the 4-peer all-reduce that AdamW's normalized
-    // step magnifies, or a race in the exchange); tracked in the TorchGT issue.
-    let tolerance = if cp > 1 && dp > 1 { 2e-3 } else { 1e-4 };
+    let tolerance = 1e-4;
     assert!(
         diff <= tolerance,
         "{config:?}: parameter {name} differs by {diff:e} (relative)"
@@ -91,6 +91,7 @@ fn check(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[
 
 #[test]
 fn ulysses_meshes_match_one_device() {
+    let _turn = turn();
     check(1, 2, 1, 1, &[4]);
     check(1, 4, 1, 1, &[4]);
     check(2, 2, 1, 2, &[1, 3]);
@@ -101,6 +102,7 @@ fn ulysses_meshes_match_one_device() {
 
 #[test]
 fn heads_that_do_not_divide_by_cp_are_refused_before_the_mesh_starts() {
+    let _turn = turn();
     let config = ParallelConfig {
         pp: 1,
         cp: 3,

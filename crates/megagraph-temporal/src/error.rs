@@ -29,14 +29,6 @@ pub enum TemporalTrainError {
         /// What failed.
         message: String,
     },
-    /// A report could not be serialized.
-    #[error("cannot write report {path}: {message}")]
-    Report {
-        /// The file.
-        path: PathBuf,
-        /// What failed.
-        message: String,
-    },
     /// Writing outputs or checkpoints failed.
     #[error(transparent)]
     Output(#[from] TrainError),

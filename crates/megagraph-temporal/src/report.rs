@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, TemporalTrainError};
+use crate::error::Result;
 
 /// One training epoch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,11 +61,7 @@ pub struct TemporalReport {
 impl TemporalReport {
     /// Writes the report as pretty JSON, atomically.
     pub fn write_json(&self, path: &Path) -> Result<()> {
-        let json = serde_json::to_vec_pretty(self).map_err(|err| TemporalTrainError::Report {
-            path: path.to_path_buf(),
-            message: err.to_string(),
-        })?;
-        megagraph_train::files::write_atomically(path, &json)?;
+        megagraph_train::files::write_json_atomically(path, self)?;
         Ok(())
     }
 }

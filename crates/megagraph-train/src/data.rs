@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::prefetch::{RowBuilder, RowLayout, RowPrefetcher};
 use crate::progress::PrepareProgress;
-use crate::trainer::Quiet;
+use crate::observer::Quiet;
 
 /// Which split a node belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,8 @@ use crate::error::{Result, TrainError};
 use crate::metrics::TrainReport;
 use crate::prepare::prepare_with_progress;
 use crate::progress::PrepareProgress;
-use crate::trainer::{NodeClassificationTrainer, TrainObserver};
+use crate::observer::TrainObserver;
+use crate::trainer::NodeClassificationTrainer;
 
 /// The result of one seed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -105,11 +106,7 @@ impl SeedsReport {
     ///
     /// [`TrainError::Output`] naming `path`.
     pub fn write_json(&self, path: &Path) -> Result<()> {
-        let json = serde_json::to_string_pretty(self).map_err(|err| TrainError::Output {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(err),
-        })?;
-        crate::files::write_atomically(path, json.as_bytes())
+        crate::files::write_json_atomically(path, self)
     }
 }
 
@@ -122,7 +119,7 @@ pub trait SeedObserver: TrainObserver {
     fn seed_finished(&mut self, _run: &SeedRun) {}
 }
 
-impl SeedObserver for crate::trainer::Quiet {}
+impl SeedObserver for crate::observer::Quiet {}
 
 /// `config` with `training.seed = seed` and no per-run outputs (metrics file, plots,
 /// checkpoints, resume), which the seeds would otherwise overwrite in turn.

@@ -1,7 +1,10 @@
-//! Output files written whole or not at all: [`write_atomically`], used by the metrics, plots
-//! and checkpoints here and by the command line's plan and profile files.
+//! Output files written whole or not at all: [`write_atomically`] and
+//! [`write_json_atomically`], used by the metrics, reports, plots and checkpoints here and by the
+//! command line's plan and profile files.
 
 use std::path::Path;
+
+use serde::Serialize;
 
 use crate::error::{Result, TrainError};
 
@@ -34,6 +37,19 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         output(err)
     })
+}
+
+/// Writes `value` as pretty JSON to `path`, whole or not at all (see [`write_atomically`]).
+///
+/// # Errors
+///
+/// [`TrainError::Output`] naming `path` when `value` does not serialize or the write fails.
+pub fn write_json_atomically<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
+    let json = serde_json::to_vec_pretty(value).map_err(|err| TrainError::Output {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(err),
+    })?;
+    write_atomically(path, &json)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, TrainError};
+use crate::error::Result;
 
 /// What one epoch did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,11 +82,7 @@ pub struct TrainReport {
 impl TrainReport {
     /// Writes the report as pretty JSON, atomically (temporary file, then rename).
     pub fn write_json(&self, path: &Path) -> Result<()> {
-        let json = serde_json::to_string_pretty(self).map_err(|err| TrainError::Output {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(err),
-        })?;
-        crate::files::write_atomically(path, json.as_bytes())
+        crate::files::write_json_atomically(path, self)
     }
 }
 

@@ -12,4 +12,4 @@ pub trait PrepareProgress: Sync {
     fn finish(&self) {}
 }
 
-impl PrepareProgress for crate::Quiet {}
+impl PrepareProgress for crate::observer::Quiet {}

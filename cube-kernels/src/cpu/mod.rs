@@ -19,7 +19,7 @@ use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::{DType, TensorData, TensorMetadata};
 
-use crate::backend::GraphAttentionInputs;
+use crate::primitives::GraphAttentionInputs;
 use crate::index::{BucketIndexPrimitive, HostCsr};
 
 use backward::backward;

@@ -24,7 +24,8 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use crate::DistanceBias;
-use crate::backend::{GraphAttentionBackend, GraphAttentionGrads, GraphAttentionInputs};
+use crate::backend::GraphAttentionBackend;
+use crate::primitives::{GraphAttentionGrads, GraphAttentionInputs};
 use crate::index::{BucketIndexPrimitive, HostCsr};
 use tiles::Tiling;
 

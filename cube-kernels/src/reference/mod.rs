@@ -21,7 +21,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorPrimitive};
 
-use crate::backend::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
+use crate::primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
 use crate::bias::bytes_tensor;
 use crate::index::{BucketIndexPrimitive, HostCsr, SparseBucketIndexPrimitive};
 

@@ -6,7 +6,8 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
-use super::{NodeClassificationTrainer, TrainObserver};
+use super::NodeClassificationTrainer;
+use crate::observer::TrainObserver;
 use crate::attention::{AttentionMode, full_attention_steps};
 use crate::checkpoint::TrainState;
 use crate::engine::{StepAttention, StepEngine};

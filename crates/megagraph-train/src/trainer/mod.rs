@@ -7,7 +7,6 @@
 
 mod epoch;
 mod evaluate;
-mod observer;
 mod report;
 mod resume;
 
@@ -32,7 +31,7 @@ use crate::parallel::{StepShape, resolve_layout};
 use crate::prefetch::RowLayout;
 
 pub use evaluate::SplitAccuracy;
-pub use observer::{Quiet, TrainObserver, TrainOutcome};
+use crate::observer::{TrainObserver, TrainOutcome};
 
 /// Node-classification training of a [`GraphTransformer`] on a [`SequenceDataset`]: AdamW with
 /// warm-up and cosine decay, early stopping on validation accuracy, the best-validation model

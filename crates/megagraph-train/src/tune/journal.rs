@@ -84,11 +84,7 @@ impl Journal {
     ///
     /// [`TuneError::Train`] wrapping the output error naming `path`.
     pub fn save(&self, path: &Path) -> TuneResult<()> {
-        let json = serde_json::to_string_pretty(self).map_err(|err| TuneError::Journal {
-            path: path.to_path_buf(),
-            message: err.to_string(),
-        })?;
-        Ok(crate::files::write_atomically(path, json.as_bytes())?)
+        Ok(crate::files::write_json_atomically(path, self)?)
     }
 }
 

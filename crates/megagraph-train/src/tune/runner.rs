@@ -33,7 +33,7 @@ pub trait TuneObserver: SeedObserver {
     }
 }
 
-impl TuneObserver for crate::trainer::Quiet {}
+impl TuneObserver for crate::observer::Quiet {}
 
 /// What a search found, as `summary.json` holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -217,11 +217,7 @@ fn write_best_config(
 
 /// Writes the report as pretty JSON, atomically.
 fn write_summary(report: &TuneReport, path: &Path) -> TuneResult<()> {
-    let json = serde_json::to_string_pretty(report).map_err(|err| TuneError::Journal {
-        path: path.to_path_buf(),
-        message: err.to_string(),
-    })?;
-    Ok(crate::files::write_atomically(path, json.as_bytes())?)
+    Ok(crate::files::write_json_atomically(path, report)?)
 }
 
 /// Every trial's validation and test accuracy against its index, with the best so far.

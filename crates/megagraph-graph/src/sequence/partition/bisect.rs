@@ -7,6 +7,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::balance::{Balance, side_weight};
 use super::coarsen::{COARSEN_TO, coarsen_once};
 use super::mix;
 use super::refine::{enforce, refine};
@@ -17,33 +18,6 @@ const INITIAL_TRIES: u64 = 6;
 /// Graphs above `2 * COARSEN_TO` nodes with fewer arcs than this get two greedy-growing starts,
 /// larger ones one.
 const INITIAL_WORK: usize = 400_000;
-
-/// Size bounds of side 0 (in node weight).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Balance {
-    /// The ideal size.
-    pub(super) target: usize,
-    /// Smallest allowed size.
-    pub(super) lo: usize,
-    /// Largest allowed size.
-    pub(super) hi: usize,
-}
-
-impl Balance {
-    /// How far `size` is outside `[lo, hi]`.
-    pub(super) fn violation(&self, size: usize) -> usize {
-        self.lo.saturating_sub(size) + size.saturating_sub(self.hi)
-    }
-
-    /// The same bounds widened by `tol` on both sides.
-    pub(super) fn widened(&self, tol: usize, total: usize) -> Balance {
-        Balance {
-            target: self.target,
-            lo: self.lo.saturating_sub(tol),
-            hi: (self.hi + tol).min(total),
-        }
-    }
-}
 
 /// Bisects `g` into side 0 (weight within `balance`) and side 1, minimizing the cut weight,
 /// multilevel when `coarsen` (and worthwhile). Returns the side of every node, and whether
@@ -134,14 +108,6 @@ fn initial_bisection(g: &WeightedGraph, balance: Balance, tiebreak: &[u32], seed
         }
     }
     best.map_or_else(|| vec![1; g.len()], |(_, s)| s)
-}
-
-/// Total node weight on side 0.
-pub(super) fn side_weight(g: &WeightedGraph, side: &[u8]) -> usize {
-    (0..g.len())
-        .filter(|&v| side[v] == 0)
-        .map(|v| g.node_weights[v] as usize)
-        .sum()
 }
 
 /// Total weight of edges between the two sides.

@@ -20,6 +20,7 @@
 //! level costs the arcs still inside parts, not a scan of the whole graph. Every random choice is seeded from the caller's seed and the
 //! position in the recursion, so the result does not depend on the thread count.
 
+mod balance;
 mod bisect;
 mod coarsen;
 mod refine;

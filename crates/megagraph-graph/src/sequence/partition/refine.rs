@@ -3,7 +3,7 @@
 
 use std::collections::BinaryHeap;
 
-use super::bisect::{Balance, side_weight};
+use super::balance::{Balance, side_weight};
 use super::weighted::WeightedGraph;
 
 /// Maximum Fiduccia-Mattheyses passes per level.

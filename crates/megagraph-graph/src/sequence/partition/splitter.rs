@@ -1,7 +1,8 @@
 //! The recursion of the bisection: a node set is split into two sides sized for their numbers
 //! of parts, and both sides recurse.
 
-use super::bisect::{Balance, bisect};
+use super::balance::Balance;
+use super::bisect::bisect;
 use super::weighted::WeightedGraph;
 use super::{chunks, mix};
 

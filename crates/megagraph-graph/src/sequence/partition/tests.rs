@@ -2,7 +2,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::bisect::{Balance, bisect, cut_weight, side_weight};
+use super::balance::{Balance, side_weight};
+use super::bisect::{bisect, cut_weight};
 use super::coarsen::{coarse_members, coarsen_once, estimated_shrink};
 use super::refine::{enforce, refine};
 use super::weighted::WeightedGraph;

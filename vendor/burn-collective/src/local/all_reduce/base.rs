@@ -69,7 +69,9 @@ pub(crate) async fn all_reduce_with_global<B: Backend, P: Protocol>(
     let peer_devices = get_peer_devices::<B>(&tensors);
 
     // For Centralized and Tree, we only need to do a reduce here, we'll do a broadcast later
-    let main_device = *tensors.keys().next().unwrap();
+    // megagraph patch: the lowest peer, not the hash map's first (random), so the sum's order
+    // is the same on every run.
+    let main_device = *tensors.keys().min_by_key(|peer| peer.0).unwrap();
 
     let mut main_tensor = match config.local_all_reduce_strategy {
         AllReduceStrategy::Centralized => reduce_sum_centralized::<B>(tensors, &main_device),

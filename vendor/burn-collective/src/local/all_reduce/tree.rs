@@ -20,7 +20,9 @@ pub(crate) fn all_reduce_sum_tree<B: Backend>(
     input.sort_by(|a, b| {
         let dev_a = B::float_device(&a.1);
         let dev_b = B::float_device(&b.1);
-        dev_a.id().cmp(&dev_b.id())
+        // megagraph patch: then by peer, so the order of the sums does not follow the hash
+        // map's (random) iteration order: the result is the same on every run.
+        dev_a.id().cmp(&dev_b.id()).then(a.0.0.cmp(&b.0.0))
     });
     // Recursive all-reduce
     let out = all_reduce_sum_tree_inner::<B>(input, arity);

@@ -14,7 +14,11 @@ pub(crate) fn reduce_sum_tree<B: Backend>(
     // Convert hash map to vector of key-value pairs because order matters
     let mut input = vec![];
     let root_tensor = tensors.remove(root).unwrap();
-    for (_, tensor) in tensors.drain() {
+    // megagraph patch: take the peers in order, so the order of the sums does not follow the
+    // hash map's (random) iteration order: the result is the same on every run.
+    let mut peers: Vec<_> = tensors.drain().collect();
+    peers.sort_by_key(|(peer, _)| peer.0);
+    for (_, tensor) in peers {
         input.push(tensor);
     }
 

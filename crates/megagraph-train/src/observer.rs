@@ -1,4 +1,4 @@
-//! What a [`NodeClassificationTrainer`](super::NodeClassificationTrainer) reports while it runs
+//! What a [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) reports while it runs
 //! ([`TrainObserver`]) and what it returns ([`TrainOutcome`]).
 
 use burn::tensor::backend::Backend;
@@ -6,7 +6,7 @@ use megagraph_models::GraphTransformer;
 
 use crate::metrics::{EpochMetrics, TrainReport};
 
-/// Receives progress while a [`NodeClassificationTrainer`](super::NodeClassificationTrainer)
+/// Receives progress while a [`NodeClassificationTrainer`](crate::NodeClassificationTrainer)
 /// runs (progress bars, logs).
 pub trait TrainObserver {
     /// An epoch starts; it will take `steps` optimizer steps.
