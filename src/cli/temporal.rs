@@ -240,9 +240,9 @@ pub fn temporal(args: &TemporalArgs) -> Result<()> {
     }
 }
 
-fn train(args: &TemporalTrainArgs) -> Result<()> {
-    let config = args.config();
-    let data = TemporalDataset::load(&args.options.data.source()?, config.split)?;
+/// Loads the stream `data` names, split as `config` says, and tells what it holds.
+pub(super) fn load_announced(data: &TemporalDataArgs, config: &TemporalTrainConfig) -> Result<TemporalDataset> {
+    let data = TemporalDataset::load(&data.source()?, config.split)?;
     eprintln!(
         "{}: {} nodes, {} events (train {}, valid {}, test {}); model {}",
         data.name,
@@ -253,6 +253,22 @@ fn train(args: &TemporalTrainArgs) -> Result<()> {
         data.split.test.len(),
         config.model.name()
     );
+    Ok(data)
+}
+
+/// Writes `rows` to `path` as pretty JSON, atomically.
+pub(super) fn write_json_rows(path: &std::path::Path, rows: &[serde_json::Value]) -> Result<()> {
+    let json = serde_json::to_vec_pretty(rows).map_err(|err| CliError::Output {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(err),
+    })?;
+    megagraph_train::files::write_atomically(path, &json)?;
+    Ok(())
+}
+
+fn train(args: &TemporalTrainArgs) -> Result<()> {
+    let config = args.config();
+    let data = load_announced(&args.options.data, &config)?;
     let report = TemporalTrainer::new(&config, &data)
         .with_resume(args.resume)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Bars::new())?;
@@ -291,11 +307,7 @@ fn shards(args: &TemporalShardsArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.json {
-        let json = serde_json::to_vec_pretty(&rows).map_err(|err| CliError::Output {
-            path: path.clone(),
-            source: std::io::Error::other(err),
-        })?;
-        megagraph_train::files::write_atomically(path, &json)?;
+        write_json_rows(path, &rows)?;
     }
     Ok(())
 }

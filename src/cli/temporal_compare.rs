@@ -5,12 +5,10 @@ use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use clap::Args;
-use megagraph_temporal::{
-    Quiet, TemporalDataset, TemporalReport, TemporalScheme, TemporalTrainConfig, TemporalTrainer,
-};
+use megagraph_temporal::{Quiet, TemporalReport, TemporalScheme, TemporalTrainConfig, TemporalTrainer};
 
-use super::error::{CliError, Result};
-use super::temporal::{TemporalOptions, temporal_scheme_parser};
+use super::error::Result;
+use super::temporal::{TemporalOptions, load_announced, temporal_scheme_parser, write_json_rows};
 
 /// `megagraph temporal compare`.
 #[derive(Debug, Args)]
@@ -85,15 +83,7 @@ impl CompareRow {
 /// Runs `megagraph temporal compare`.
 pub fn compare(args: &TemporalCompareArgs) -> Result<()> {
     let base = args.options.config();
-    let data = TemporalDataset::load(&args.options.data.source()?, base.split)?;
-    eprintln!(
-        "{}: {} nodes, {} events (train {}); model {}",
-        data.name,
-        data.stream.num_nodes(),
-        data.stream.len(),
-        data.split.train.len(),
-        base.model.name()
-    );
+    let data = load_announced(&args.options.data, &base)?;
     let mut rows = Vec::new();
     for &scheme in &args.schemes {
         for &workers in &args.workers {
@@ -115,14 +105,7 @@ pub fn compare(args: &TemporalCompareArgs) -> Result<()> {
     }
     print!("{}", markdown(&rows));
     if let Some(path) = &args.json {
-        let json =
-            serde_json::to_vec_pretty(&rows.iter().map(CompareRow::json).collect::<Vec<_>>()).map_err(|err| {
-                CliError::Output {
-                    path: path.clone(),
-                    source: std::io::Error::other(err),
-                }
-            })?;
-        megagraph_train::files::write_atomically(path, &json)?;
+        write_json_rows(path, &rows.iter().map(CompareRow::json).collect::<Vec<_>>())?;
     }
     Ok(())
 }
