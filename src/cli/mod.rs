@@ -8,6 +8,7 @@ mod orchestrator;
 mod plan;
 mod profile;
 mod temporal;
+mod temporal_compare;
 mod train;
 mod tune;
 

@@ -10,10 +10,11 @@ use indicatif::ProgressBar;
 use megagraph_graph::temporal::{InteractionConfig, SplitFractions, WindowShards};
 use megagraph_models::temporal::TemporalPreset;
 use megagraph_temporal::{
-    TemporalDataset, TemporalEpoch, TemporalObserver, TemporalReport, TemporalSource, TemporalTrainConfig,
+    TemporalDataset, TemporalScheme, TemporalEpoch, TemporalObserver, TemporalReport, TemporalSource, TemporalTrainConfig,
     TemporalTrainError, TemporalTrainer, write_temporal_curves,
 };
 
+pub use super::temporal_compare::TemporalCompareArgs;
 use super::error::{CliError, Result};
 use super::progress_bar;
 
@@ -36,6 +37,10 @@ pub enum TemporalCommand {
     /// partitioning) and report the cross-shard event ratio of sequential and topology-aware
     /// sharding for each window size.
     Shards(TemporalShardsArgs),
+    /// Train one configuration under each parallel scheme and worker count, and report
+    /// events/s, test AP, memory synchronized per epoch and time on the critical path per
+    /// batch, as a Markdown table and JSON rows.
+    Compare(Box<TemporalCompareArgs>),
 }
 
 /// `megagraph temporal shards`.
@@ -58,9 +63,9 @@ pub struct TemporalShardsArgs {
     pub json: Option<PathBuf>,
 }
 
-/// `megagraph temporal train`.
+/// The training flags `train` and `compare` share.
 #[derive(Debug, Args)]
-pub struct TemporalTrainArgs {
+pub struct TemporalOptions {
     /// The model.
     #[arg(long, value_name = "NAME", default_value = "tgn", value_parser = temporal_preset_parser())]
     pub model: TemporalPreset,
@@ -101,6 +106,24 @@ pub struct TemporalTrainArgs {
     /// Seed of parameters, dropout, negatives and sampling (0).
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
+    /// DepBloom's window in events (4 × batch size × workers).
+    #[arg(long, value_name = "W")]
+    pub window: Option<usize>,
+}
+
+/// `megagraph temporal train`.
+#[derive(Debug, Args)]
+pub struct TemporalTrainArgs {
+    /// Model, data and training flags.
+    #[command(flatten)]
+    pub options: TemporalOptions,
+    /// Worker threads training together, each with its own device and model replica (1).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
+    /// How the workers share the run (needed above one worker): minibatch, epoch, memory or
+    /// depbloom; without it, single-worker training.
+    #[arg(long, value_name = "NAME", value_parser = temporal_scheme_parser())]
+    pub scheme: Option<TemporalScheme>,
     /// Write a checkpoint (parameters, optimizer, best memory) after every epoch.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
@@ -135,15 +158,22 @@ pub struct TemporalDataArgs {
     pub synthetic_events: Option<usize>,
 }
 
+/// `--scheme`: one of [`TemporalScheme::ALL`] by name.
+pub(super) fn temporal_scheme_parser() -> impl TypedValueParser<Value = TemporalScheme> {
+    PossibleValuesParser::new(TemporalScheme::ALL.map(|(name, _)| name))
+        // the names were checked against the same list
+        .map(|name| TemporalScheme::from_name(&name).unwrap_or(TemporalScheme::Minibatch))
+}
+
 /// `--model`: one of [`TemporalPreset::ALL`] by name.
-fn temporal_preset_parser() -> impl TypedValueParser<Value = TemporalPreset> {
+pub(super) fn temporal_preset_parser() -> impl TypedValueParser<Value = TemporalPreset> {
     PossibleValuesParser::new(TemporalPreset::ALL.map(|(name, _)| name))
         // the names were checked against the same list
         .map(|name| TemporalPreset::from_name(&name).unwrap_or(TemporalPreset::Tgn))
 }
 
 impl TemporalDataArgs {
-    fn source(&self) -> Result<TemporalSource> {
+    pub(super) fn source(&self) -> Result<TemporalSource> {
         if self.synthetic_events.is_some() && (self.dataset.is_some() || self.jodie.is_some() || self.tgl.is_some()) {
             return Err(CliError::flag("synthetic-events", "only applies without --dataset, --jodie or --tgl"));
         }
@@ -166,9 +196,9 @@ impl TemporalDataArgs {
     }
 }
 
-impl TemporalTrainArgs {
+impl TemporalOptions {
     /// The flags given, over [`TemporalTrainConfig::default`] (the one place of the defaults).
-    fn config(&self) -> TemporalTrainConfig {
+    pub(super) fn config(&self) -> TemporalTrainConfig {
         let defaults = TemporalTrainConfig::default();
         TemporalTrainConfig {
             model: self.model,
@@ -183,8 +213,20 @@ impl TemporalTrainArgs {
             dropout: self.dropout.unwrap_or(defaults.dropout),
             mrr_negatives: self.mrr_negatives.unwrap_or(defaults.mrr_negatives),
             node_embedding: self.node_embedding.or(defaults.node_embedding),
-            checkpoint_dir: self.checkpoint_dir.clone(),
+            window: self.window.or(defaults.window),
             ..defaults
+        }
+    }
+}
+
+impl TemporalTrainArgs {
+    /// The run's configuration: the shared flags, the workers and where checkpoints go.
+    fn config(&self) -> TemporalTrainConfig {
+        TemporalTrainConfig {
+            workers: self.workers,
+            scheme: self.scheme,
+            checkpoint_dir: self.checkpoint_dir.clone(),
+            ..self.options.config()
         }
     }
 }
@@ -194,12 +236,13 @@ pub fn temporal(args: &TemporalArgs) -> Result<()> {
     match &args.command {
         TemporalCommand::Train(args) => train(args),
         TemporalCommand::Shards(args) => shards(args),
+        TemporalCommand::Compare(args) => super::temporal_compare::compare(args),
     }
 }
 
-fn train(args: &TemporalTrainArgs) -> Result<()> {
-    let config = args.config();
-    let data = TemporalDataset::load(&args.data.source()?, config.split)?;
+/// Loads the stream `data` names, split as `config` says, and tells what it holds.
+pub(super) fn load_announced(data: &TemporalDataArgs, config: &TemporalTrainConfig) -> Result<TemporalDataset> {
+    let data = TemporalDataset::load(&data.source()?, config.split)?;
     eprintln!(
         "{}: {} nodes, {} events (train {}, valid {}, test {}); model {}",
         data.name,
@@ -210,6 +253,12 @@ fn train(args: &TemporalTrainArgs) -> Result<()> {
         data.split.test.len(),
         config.model.name()
     );
+    Ok(data)
+}
+
+fn train(args: &TemporalTrainArgs) -> Result<()> {
+    let config = args.config();
+    let data = load_announced(&args.options.data, &config)?;
     let report = TemporalTrainer::new(&config, &data)
         .with_resume(args.resume)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Bars::new())?;
@@ -253,7 +302,7 @@ fn shards(args: &TemporalShardsArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_report(report: &TemporalReport) {
+pub(super) fn print_report(report: &TemporalReport) {
     println!("model      {} on {}", report.model, report.dataset);
     println!(
         "test       AP {:.4} (batch mean {:.4})  AUC {:.4}  MRR {}",
@@ -272,6 +321,16 @@ fn print_report(report: &TemporalReport) {
         "speed      {:.0} training events/s ({:.1} s of training)",
         report.events_per_second, report.train_seconds
     );
+    if let Some(scheme) = report.scheme {
+        println!(
+            "workers    {} ({}): events per worker {:?}, {:.0} bytes of memory synchronized per epoch, {:.4} s per batch on the critical path",
+            report.workers,
+            scheme.name(),
+            report.events_per_worker,
+            report.sync_bytes_per_epoch,
+            report.critical_path_seconds_per_batch
+        );
+    }
 }
 
 /// A bar per epoch and evaluation on a terminal, one line per epoch otherwise.

@@ -426,14 +426,14 @@ fn guarded<T: Send + 'static>(
 
 /// Forgets every registered peer and pending operation of the collective of backend `B`, which
 /// releases ranks blocked in an all-reduce whose peer failed.
-pub(crate) fn reset<B: Backend>() {
+pub fn reset<B: Backend>() {
     reset_collective::<B>();
 }
 
 /// burn-collective keeps one group per backend type and process, so at most one mesh that
 /// all-reduces may run at a time: [`CollectiveLease::acquire`] waits for the previous one to be
 /// dropped.
-pub(crate) struct CollectiveLease;
+pub struct CollectiveLease;
 
 static BUSY: Mutex<bool> = Mutex::new(false);
 static FREED: Condvar = Condvar::new();
@@ -461,5 +461,72 @@ impl Drop for CollectiveLease {
         let mut busy = BUSY.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         *busy = false;
         FREED.notify_all();
+    }
+}
+
+/// The gradient all-reduce of a group of identical model replicas, one per thread of this
+/// process (data parallelism of any [`AutodiffModule`]): the same flat buffer, presence flags
+/// and burn-collective `Sum` as the Graph Transformer's mesh, over one stage.
+///
+/// Every replica calls [`average`](Self::average) once per step, with or without gradients
+/// of its own; each gets back the mean over the replicas that had gradients, so the same
+/// optimizer step keeps the replicas equal. Hold a [`CollectiveLease`] while a group runs.
+pub struct ReplicaGradients {
+    reducer: GradientReducer,
+    layout: SegmentLayout,
+}
+
+impl ReplicaGradients {
+    /// Registers replica `rank` of `world` replicas of `module` (blocks until all registered).
+    ///
+    /// # Errors
+    ///
+    /// [`ParallelError::Collective`] when registration fails.
+    pub fn register<B: AutodiffBackend, M: AutodiffModule<B>>(
+        rank: usize,
+        world: usize,
+        module: &M,
+        device: &B::Device,
+    ) -> Result<Self, ParallelError> {
+        let layout = SegmentLayout::of::<B, M>(module);
+        let control = Arc::new(Control::new(Duration::from_secs(600)));
+        let reducer = GradientReducer::register::<B::InnerBackend>(rank, world, &[layout.len()], device, None, &control)?;
+        Ok(Self { reducer, layout })
+    }
+
+    /// The mean over the replicas that had gradients (`grads` is `None` on a replica without
+    /// work this step) of `module`'s gradients, or `None` when no replica had any. A
+    /// parameter no contributing replica has a gradient for is left out, as on one device.
+    ///
+    /// # Errors
+    ///
+    /// [`ParallelError::Collective`] when the all-reduce fails (a peer failed and
+    /// [`reset`] released the group), or the reduced buffer cannot be read back.
+    pub fn average<B: AutodiffBackend, M: AutodiffModule<B>>(
+        &self,
+        module: &M,
+        grads: Option<&B::Gradients>,
+        step: u64,
+        device: &B::Device,
+    ) -> Result<Option<GradientsParams>, ParallelError> {
+        let (segment, weight) = match grads {
+            Some(grads) => (flatten::<B, M>(module, grads, device), 1.0),
+            None => (Tensor::zeros([self.layout.len()], device), 0.0),
+        };
+        let (sum, contributors) = self.reducer.all_reduce::<B::InnerBackend>(0, segment, weight, step)?;
+        if contributors < 0.5 {
+            return Ok(None);
+        }
+        let mean = if contributors > 1.5 { sum.div_scalar(contributors.round()) } else { sum };
+        unflatten::<B, M>(module, mean).map(Some).map_err(|message| ParallelError::Collective {
+            rank: self.reducer.rank,
+            operation: "all_reduce",
+            message,
+        })
+    }
+
+    /// Leaves the collective.
+    pub fn finish<B: Backend>(self) {
+        self.reducer.finish::<B>();
     }
 }

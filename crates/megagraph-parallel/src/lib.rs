@@ -55,11 +55,12 @@ pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention
 pub use cp_mode::CpMode;
 pub use data::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
+pub use gradients::{CollectiveLease, ReplicaGradients, reset as reset_collective};
 pub use memory::{CountingAllocator, reset_thread_peak, thread_peak_bytes};
 pub use mesh::RankCoord;
 pub use meter::{MemoryMeter, ThreadAllocatorMeter};
 pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
-pub use stage::{StageModule, trainable};
+pub use stage::{StageModule, fresh_leaves, trainable};
 pub use trainer::{OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
 pub use ulysses::{Exchanged, UlyssesAttention, UlyssesBackend, UlyssesEndpoint, ulysses_attention};
 /// Test hooks (feature `testing`): a deliberate panic of one rank at one step.

@@ -147,7 +147,7 @@ pub fn trainable<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
 /// clean-up after a backward pass may then drop steps of another graph still in flight: with
 /// two micro-batches in flight on one stage (1F1B), a gradient was sometimes lost. A stage runs
 /// each micro-batch on its own copy, and reads the gradients from that copy.
-pub(crate) fn fresh_leaves<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
+pub fn fresh_leaves<B: AutodiffBackend, M: Module<B>>(module: M) -> M {
     struct FreshLeaves;
     impl<B: AutodiffBackend> ModuleMapper<B> for FreshLeaves {
         fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {

@@ -7,6 +7,7 @@ use megagraph_models::temporal::{EmbeddingKind, TemporalModelConfig, TemporalPre
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TemporalTrainError};
+use crate::workers::TemporalScheme;
 
 /// Configuration of a temporal link-prediction run. Unset options take the model's TGL default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +56,21 @@ pub struct TemporalTrainConfig {
     pub split: SplitFractions,
     /// Where checkpoints go (one per epoch); unset: none.
     pub checkpoint_dir: Option<PathBuf>,
+    /// Worker threads training together (each with its own device and model replica).
+    /// Default: 1.
+    #[serde(skip_serializing_if = "is_one")]
+    pub workers: usize,
+    /// How the workers share the run; unset: the single-worker loop (`workers` must be 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<TemporalScheme>,
+    /// DepBloom's window in events; unset: 4 × `batch_size` × `workers`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
+}
+
+/// Whether `value` is 1 (the default worker count, left out of checkpoint fingerprints).
+fn is_one(value: &usize) -> bool {
+    *value == 1
 }
 
 impl Default for TemporalTrainConfig {
@@ -77,6 +93,9 @@ impl Default for TemporalTrainConfig {
             mrr_negatives: 49,
             split: SplitFractions::default(),
             checkpoint_dir: None,
+            workers: 1,
+            scheme: None,
+            window: None,
         }
     }
 }
@@ -98,6 +117,15 @@ impl TemporalTrainConfig {
         }
         if self.refine == 0 || self.refine > self.batch_size {
             return invalid("refine", "must be between 1 and the batch size");
+        }
+        if self.workers == 0 {
+            return invalid("workers", "must be at least 1");
+        }
+        if self.workers > 1 && self.scheme.is_none() {
+            return invalid("scheme", "must be given for more than one worker");
+        }
+        if self.window == Some(0) {
+            return invalid("window", "must be at least 1 event");
         }
         if self.epochs == 0 {
             return invalid("epochs", "must be at least 1");
@@ -139,6 +167,11 @@ impl TemporalTrainConfig {
             strategy: self.sampling.unwrap_or(default_strategy),
             seed: self.seed,
         }
+    }
+
+    /// DepBloom's window in events: `window`, else 4 × `batch_size` × `workers`.
+    pub fn window_events(&self) -> usize {
+        self.window.unwrap_or(4 * self.batch_size * self.workers)
     }
 
     /// Width of the learned node inputs on data without node features.
@@ -194,6 +227,9 @@ mod tests {
             (TemporalTrainConfig { batch_size: 4, refine: 5, ..Default::default() }, "refine"),
             (TemporalTrainConfig { fanouts: Some(vec![]), ..Default::default() }, "fanouts"),
             (TemporalTrainConfig { learning_rate: -1.0, ..Default::default() }, "lr"),
+            (TemporalTrainConfig { workers: 0, ..Default::default() }, "workers"),
+            (TemporalTrainConfig { workers: 2, ..Default::default() }, "scheme"),
+            (TemporalTrainConfig { window: Some(0), ..Default::default() }, "window"),
         ] {
             match config.validate() {
                 Err(TemporalTrainError::InvalidConfig { field: f, .. }) => assert_eq!(f, field),

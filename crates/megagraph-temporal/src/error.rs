@@ -32,6 +32,28 @@ pub enum TemporalTrainError {
     /// Writing outputs or checkpoints failed.
     #[error(transparent)]
     Output(#[from] TrainError),
+    /// A worker of a multi-worker run failed, panicked, or was stopped by another's failure.
+    #[error("worker {worker}: {message}")]
+    Worker {
+        /// The worker.
+        worker: usize,
+        /// What happened.
+        message: String,
+    },
+    /// The workers' gradient all-reduce failed.
+    #[error(transparent)]
+    Parallel(#[from] megagraph_parallel::ParallelError),
+    /// A worker's model replica differs from worker 0's after an epoch: the replicas must stay
+    /// equal, since every worker applies the same averaged gradients.
+    #[error("worker {worker}'s parameters differ from worker 0's after epoch {epoch} (by up to {difference})")]
+    ReplicasDiverged {
+        /// The worker.
+        worker: usize,
+        /// The epoch.
+        epoch: usize,
+        /// The largest absolute difference of a parameter.
+        difference: f64,
+    },
     /// Training was interrupted by its observer after `epoch` epochs.
     #[error("training interrupted after epoch {epoch}")]
     Interrupted {

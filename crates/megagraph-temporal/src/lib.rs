@@ -6,6 +6,8 @@
 //!   seeded synthetic default, with its chronological split.
 //! - [`TemporalTrainer`]: batches of chronological events, deferred memory updates, early
 //!   stopping on validation AP, atomic checkpoints with the node memory, exact resume.
+//! - [`TemporalScheme`]: several workers train one run (DistTGL's mini-batch, epoch and memory
+//!   parallelism, DepBloom), with `workers` and `scheme` in [`TemporalTrainConfig`].
 //! - [`metrics`]: AP (over a split and per batch), ROC AUC and MRR.
 
 mod config;
@@ -19,6 +21,7 @@ mod report;
 mod state;
 mod tensors;
 mod trainer;
+mod workers;
 
 pub use config::TemporalTrainConfig;
 pub use curves::write_temporal_curves;
@@ -30,3 +33,4 @@ pub use report::{TemporalEpoch, TemporalReport};
 pub use state::{NodeState, NodeStateData};
 pub use tensors::BatchTensors;
 pub use trainer::TemporalTrainer;
+pub use workers::TemporalScheme;

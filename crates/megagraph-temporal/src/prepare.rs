@@ -47,8 +47,9 @@ pub struct SampledSnapshots {
 /// each read at its event's time: the layout [`TemporalBatch`](megagraph_models::temporal::TemporalBatch) expects.
 #[derive(Debug, Clone)]
 pub struct PreparedBatch {
-    /// The events, as indices into the stream.
-    pub events: Range<usize>,
+    /// The events, as indices into the stream, in time order (consecutive for a batch of one
+    /// worker, a shard's events for DepBloom).
+    pub events: Vec<usize>,
     /// Negative destinations per event.
     pub num_negatives: usize,
     /// Root node ids.
@@ -79,11 +80,22 @@ impl Neighbourhood {
         num_negatives: usize,
         key: u64,
     ) -> Result<PreparedBatch> {
-        let (src, dst, time) = (
-            &stream.src()[events.clone()],
-            &stream.dst()[events.clone()],
-            &stream.time()[events.clone()],
-        );
+        self.prepare_events(stream, events.collect(), negatives, num_negatives, key)
+    }
+
+    /// [`prepare`](Self::prepare) for any events of `stream` in time order.
+    pub fn prepare_events(
+        &self,
+        stream: &EventStream,
+        events: Vec<usize>,
+        negatives: &[u32],
+        num_negatives: usize,
+        key: u64,
+    ) -> Result<PreparedBatch> {
+        let column = |values: &[u32]| events.iter().map(|&e| values[e]).collect::<Vec<u32>>();
+        let (src, dst) = (column(stream.src()), column(stream.dst()));
+        let time: Vec<f64> = events.iter().map(|&e| stream.time()[e]).collect();
+        let (src, dst, time) = (&src[..], &dst[..], &time[..]);
         let mut roots = Vec::with_capacity(events.len() * (2 + num_negatives));
         roots.extend_from_slice(src);
         roots.extend_from_slice(dst);

@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::workers::TemporalScheme;
 
 /// One training epoch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,6 +57,27 @@ pub struct TemporalReport {
     pub train_seconds: f64,
     /// Every epoch.
     pub history: Vec<TemporalEpoch>,
+    /// How several workers shared the run (`None`: the single-worker loop).
+    #[serde(default)]
+    pub scheme: Option<TemporalScheme>,
+    /// Workers.
+    #[serde(default = "one")]
+    pub workers: usize,
+    /// Bytes of node memory (memory rows, update times and mailboxes) the workers published to
+    /// and fetched from the shared store per epoch, summed over workers.
+    #[serde(default)]
+    pub sync_bytes_per_epoch: f64,
+    /// Training events each worker ran per epoch.
+    #[serde(default)]
+    pub events_per_worker: Vec<usize>,
+    /// Seconds per step on the critical path: from a step's start to the point the next step
+    /// can start (after the all-reduce, the memory write and the exchange), mean over steps.
+    #[serde(default)]
+    pub critical_path_seconds_per_batch: f64,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl TemporalReport {

@@ -82,9 +82,9 @@ impl<B: Backend> BatchTensors<'_, B> {
     /// The events' times `[events]` and edge features `[events, dim_edge]` (the memory write's
     /// inputs).
     pub fn events(&self, batch: &PreparedBatch) -> (Tensor<B, 1>, Option<Tensor<B, 2>>) {
-        let range = batch.events.clone();
-        let times = self.times(&self.stream.time()[range.clone()]);
-        let ids: Vec<u32> = range.map(|e| e as u32).collect();
+        let times: Vec<f64> = batch.events.iter().map(|&e| self.stream.time()[e]).collect();
+        let times = self.times(&times);
+        let ids: Vec<u32> = batch.events.iter().map(|&e| e as u32).collect();
         let mask = vec![true; ids.len()];
         (times, self.edge_features(&ids, &mask))
     }

@@ -17,8 +17,10 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::activation::log_sigmoid;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Tensor};
-use megagraph_graph::temporal::{EventDirection, NegativeSampler, TemporalCsr, TemporalSampler};
-use megagraph_models::temporal::{EmbeddingKind, TemporalModel, TemporalModelConfig};
+use megagraph_graph::temporal::{
+    EventDirection, NegativeSampler, ShardStrategy, TemporalCsr, TemporalSampler, WindowShards,
+};
+use megagraph_models::temporal::{EmbeddingKind, MemoryWrite, TemporalModel, TemporalModelConfig};
 use megagraph_train::Checkpointer;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -33,6 +35,7 @@ use crate::prepare::{Neighbourhood, PreparedBatch};
 use crate::report::{TemporalEpoch, TemporalReport};
 use crate::state::{NodeState, NodeStateData};
 use crate::tensors::BatchTensors;
+use crate::workers::TemporalScheme;
 
 /// Trains one temporal model on one dataset on one device.
 #[derive(Debug)]
@@ -43,11 +46,13 @@ pub struct TemporalTrainer<'a> {
 }
 
 /// What the run needs besides the model: sampling, negatives, the time origin.
-struct Setup {
-    model: TemporalModelConfig,
-    neighbourhood: Neighbourhood,
-    negatives: NegativeSampler,
-    time_origin: f64,
+pub(crate) struct Setup {
+    pub(crate) model: TemporalModelConfig,
+    pub(crate) neighbourhood: Neighbourhood,
+    pub(crate) negatives: NegativeSampler,
+    pub(crate) time_origin: f64,
+    /// DepBloom's windows of the stream, sharded over the workers by topology.
+    pub(crate) shards: Option<WindowShards>,
 }
 
 /// Progress saved with every checkpoint.
@@ -61,6 +66,26 @@ struct RunState {
     train_events: usize,
     history: Vec<TemporalEpoch>,
     fingerprint: String,
+    /// Bytes of node memory the workers synchronized, over all epochs.
+    #[serde(default)]
+    sync_bytes: usize,
+    /// Training events per worker in the last epoch.
+    #[serde(default)]
+    events_per_worker: Vec<usize>,
+    /// Seconds of training steps on the critical path, and the number of steps.
+    #[serde(default)]
+    critical_seconds: f64,
+    #[serde(default)]
+    critical_steps: usize,
+}
+
+/// A training batch's forward pass: its loss and the deferred write of its last chunk, with
+/// the endpoints of that chunk's events.
+pub(crate) struct BatchForward<B: AutodiffBackend> {
+    /// The batch's loss (`None` for a batch without events).
+    pub loss: Option<Tensor<B, 1>>,
+    /// The memory write and the sources and destinations it belongs to.
+    pub write: Option<(MemoryWrite<B>, (Vec<usize>, Vec<usize>))>,
 }
 
 /// Scores of one evaluated split.
@@ -70,8 +95,8 @@ struct Evaluation {
 }
 
 /// Which split a batch belongs to, for its random keys.
-#[derive(Clone, Copy)]
-enum Phase {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Phase {
     Train(usize),
     Valid,
     Test,
@@ -80,7 +105,7 @@ enum Phase {
 impl Phase {
     /// The negative sampler's epoch key: training negatives change every epoch, evaluation
     /// negatives never do (so validation APs compare across epochs).
-    fn negative_key(self) -> u64 {
+    pub(crate) fn negative_key(self) -> u64 {
         match self {
             Phase::Train(epoch) => epoch as u64,
             Phase::Valid => u64::MAX - 1,
@@ -89,7 +114,7 @@ impl Phase {
     }
 
     /// The uniform sampler's key of batch `batch`.
-    fn sampler_key(self, batch: usize) -> u64 {
+    pub(crate) fn sampler_key(self, batch: usize) -> u64 {
         (self.negative_key() << 32) ^ batch as u64
     }
 }
@@ -104,6 +129,16 @@ impl<'a> TemporalTrainer<'a> {
             data,
             resume: false,
         }
+    }
+
+    /// The run's configuration.
+    pub(crate) fn config(&self) -> &TemporalTrainConfig {
+        self.config
+    }
+
+    /// The run's data.
+    pub(crate) fn data(&self) -> &TemporalDataset {
+        self.data
     }
 
     /// Continue from the latest checkpoint in `config.checkpoint_dir` (a directory without one
@@ -127,7 +162,10 @@ impl<'a> TemporalTrainer<'a> {
         let setup = self.setup()?;
         let config = self.config;
         B::seed(device, config.seed);
-        let initial: TemporalModel<B> = setup.model.init(device);
+        // Burn initializes parameters lazily, and a clone of an uninitialized parameter draws
+        // its own values: initialize once here, so the model trained, the epoch-0 best and
+        // every worker's replica start from the same parameters.
+        let initial: TemporalModel<B> = megagraph_parallel::fresh_leaves(setup.model.init(device));
         let mut optimizer = AdamConfig::new().init::<B, TemporalModel<B>>();
         let checkpointer = config.checkpoint_dir.as_ref().map(Checkpointer::new);
         let mut run = RunState {
@@ -139,6 +177,10 @@ impl<'a> TemporalTrainer<'a> {
             train_events: 0,
             history: Vec::new(),
             fingerprint: self.fingerprint(),
+            sync_bytes: 0,
+            events_per_worker: Vec::new(),
+            critical_seconds: 0.0,
+            critical_steps: 0,
         };
         let mut model = initial.clone();
         let mut best = initial.valid();
@@ -172,9 +214,29 @@ impl<'a> TemporalTrainer<'a> {
             // Dropout draws from the backend's generator: seeding it per epoch makes a resumed
             // epoch draw what the uninterrupted one drew.
             B::seed(device, config.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let mut state = NodeState::<B>::for_model(&setup.model, stream.num_nodes(), device);
             let started = Instant::now();
-            let (trained, loss) = self.train_epoch(&setup, epoch, model, &mut optimizer, state.as_mut(), device, observer)?;
+            let (trained, loss, state) = match config.scheme {
+                None => {
+                    let mut state = NodeState::<B>::for_model(&setup.model, stream.num_nodes(), device);
+                    let (trained, loss) =
+                        self.train_epoch(&setup, epoch, model, &mut optimizer, state.as_mut(), device, observer)?;
+                    let steps = self.data.split.train.len().div_ceil(config.batch_size);
+                    run.critical_seconds += started.elapsed().as_secs_f64();
+                    run.critical_steps += steps;
+                    run.events_per_worker = vec![self.data.split.train.len()];
+                    (trained, loss, state)
+                }
+                Some(scheme) => {
+                    let outcome = crate::workers::train_epoch(
+                        self, &setup, scheme, config.workers, epoch, model, &mut optimizer, device, observer,
+                    )?;
+                    run.sync_bytes += outcome.counters.sync_bytes;
+                    run.critical_seconds += outcome.counters.step_seconds;
+                    run.critical_steps += outcome.counters.steps;
+                    run.events_per_worker = outcome.counters.events_per_worker;
+                    (outcome.model, outcome.loss, outcome.state)
+                }
+            };
             model = trained;
             let seconds = started.elapsed().as_secs_f64();
             let current = model.valid();
@@ -261,6 +323,16 @@ impl<'a> TemporalTrainer<'a> {
             neighbourhood,
             negatives: NegativeSampler::new(stream, config.seed)?,
             time_origin: stream.time().first().copied().unwrap_or(0.0),
+            shards: match config.scheme {
+                Some(TemporalScheme::Depbloom) => Some(WindowShards::build(
+                    stream,
+                    config.workers,
+                    config.window_events(),
+                    ShardStrategy::Topology,
+                    config.seed,
+                )?),
+                _ => None,
+            },
         })
     }
 
@@ -302,54 +374,13 @@ impl<'a> TemporalTrainer<'a> {
         let mut loss_sum = 0.0;
         for (index, events) in batches.iter().enumerate() {
             let negatives = setup.negatives.sample(phase.negative_key(), index as u64, events.len(), 1);
-            let chunks = self::batches(events.clone(), self.config.batch_size.div_ceil(self.config.refine));
-            let mut loss: Option<Tensor<B, 1>> = None;
-            let mut last_write = None;
-            for (c, chunk) in chunks.iter().enumerate() {
-                let offset = chunk.start - events.start;
-                let key = phase.sampler_key(index * self.config.refine + c);
-                let prepared = setup.neighbourhood.prepare(
-                    &self.data.stream,
-                    chunk.clone(),
-                    &negatives[offset..offset + chunk.len()],
-                    1,
-                    key,
-                )?;
-                let input = tensors.batch(&prepared, &model, state.as_deref())?;
-                let output = model.forward(input);
-                let write = match (output.memory, state.is_some()) {
-                    (Some(memory), true) => {
-                        let (time, edge_feat) = tensors.events(&prepared);
-                        Some((model.memory_update(memory.detach(), time, edge_feat), endpoints(self, &prepared)))
-                    }
-                    _ => None,
-                };
-                // The batch's mean: each chunk's BCE weighted by its share of the events.
-                let chunk_loss = bce(output.positive, output.negative);
-                let chunk_loss = if chunks.len() == 1 {
-                    chunk_loss
-                } else {
-                    chunk_loss.mul_scalar(chunk.len() as f64 / events.len() as f64)
-                };
-                loss = Some(match loss {
-                    Some(sum) => sum + chunk_loss,
-                    None => chunk_loss,
-                });
-                // IMR: an earlier chunk's nodes are written before the next chunk reads them;
-                // the last chunk's write waits for the optimizer step, as TGL's does.
-                if c + 1 < chunks.len() {
-                    if let (Some((write, (src, dst))), Some(state)) = (write, state.as_deref_mut()) {
-                        write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
-                    }
-                } else {
-                    last_write = write;
-                }
-            }
-            let Some(loss) = loss else { continue };
+            let events: Vec<usize> = events.clone().collect();
+            let forward = self.forward_batch(setup, &model, state.as_deref_mut(), &events, &negatives, phase, index, &tensors)?;
+            let Some(loss) = forward.loss else { continue };
             let value: f64 = loss.clone().into_scalar().elem();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optimizer.step(self.config.learning_rate, model, grads);
-            if let (Some((write, (src, dst))), Some(state)) = (last_write, state.as_deref_mut()) {
+            if let (Some((write, (src, dst))), Some(state)) = (forward.write, state.as_deref_mut()) {
                 write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
             }
             loss_sum += value;
@@ -359,6 +390,70 @@ impl<'a> TemporalTrainer<'a> {
             }
         }
         Ok((model, loss_sum / batches.len().max(1) as f64))
+    }
+
+    /// The forward pass of one training batch `events` (in time order) with one negative each
+    /// (`negatives`), as IMR(`refine`) chunks: every chunk but the last writes its nodes'
+    /// memory and mails to `state` before the next reads them. Returns the batch's loss (the
+    /// chunks' BCE weighted by their events) and the last chunk's deferred memory write with
+    /// its endpoints, to apply after the optimizer step. `index` is the batch's sampling key.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn forward_batch<B: AutodiffBackend>(
+        &self,
+        setup: &Setup,
+        model: &TemporalModel<B>,
+        mut state: Option<&mut NodeState<B>>,
+        events: &[usize],
+        negatives: &[u32],
+        phase: Phase,
+        index: usize,
+        tensors: &BatchTensors<'_, B>,
+    ) -> Result<BatchForward<B>> {
+        let refine = self.config.refine;
+        let chunk_size = self.config.batch_size.div_ceil(refine);
+        let chunks = events.len().div_ceil(chunk_size.max(1));
+        let mut loss: Option<Tensor<B, 1>> = None;
+        let mut last_write = None;
+        for (c, chunk) in events.chunks(chunk_size.max(1)).enumerate() {
+            let offset = c * chunk_size;
+            let prepared = setup.neighbourhood.prepare_events(
+                &self.data.stream,
+                chunk.to_vec(),
+                &negatives[offset..offset + chunk.len()],
+                1,
+                phase.sampler_key(index * refine + c),
+            )?;
+            let input = tensors.batch(&prepared, model, state.as_deref())?;
+            let output = model.forward(input);
+            let write = match (output.memory, state.is_some()) {
+                (Some(memory), true) => {
+                    let (time, edge_feat) = tensors.events(&prepared);
+                    Some((model.memory_update(memory.detach(), time, edge_feat), endpoints(self, &prepared)))
+                }
+                _ => None,
+            };
+            // The batch's mean: each chunk's BCE weighted by its share of the events.
+            let chunk_loss = bce(output.positive, output.negative);
+            let chunk_loss = if chunks == 1 {
+                chunk_loss
+            } else {
+                chunk_loss.mul_scalar(chunk.len() as f64 / events.len() as f64)
+            };
+            loss = Some(match loss {
+                Some(sum) => sum + chunk_loss,
+                None => chunk_loss,
+            });
+            // IMR: an earlier chunk's nodes are written before the next chunk reads them;
+            // the last chunk's write waits for the optimizer step, as TGL's does.
+            if c + 1 < chunks {
+                if let (Some((write, (src, dst))), Some(state)) = (write, state.as_deref_mut()) {
+                    write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
+                }
+            } else {
+                last_write = write;
+            }
+        }
+        Ok(BatchForward { loss, write: last_write })
     }
 
     /// Scores the events of `phase`'s split with `negatives` negatives each (the first one for
@@ -446,10 +541,15 @@ impl<'a> TemporalTrainer<'a> {
             },
             train_seconds: run.train_seconds,
             history: run.history.clone(),
+            scheme: self.config.scheme,
+            workers: self.config.workers,
+            sync_bytes_per_epoch: run.sync_bytes as f64 / run.epoch.max(1) as f64,
+            events_per_worker: run.events_per_worker.clone(),
+            critical_path_seconds_per_batch: run.critical_seconds / run.critical_steps.max(1) as f64,
         })
     }
 
-    fn tensors<'s, B: Backend>(&'s self, setup: &Setup, device: &'s B::Device) -> BatchTensors<'s, B> {
+    pub(crate) fn tensors<'s, B: Backend>(&'s self, setup: &Setup, device: &'s B::Device) -> BatchTensors<'s, B> {
         BatchTensors {
             stream: &self.data.stream,
             time_origin: setup.time_origin,
@@ -481,12 +581,12 @@ impl<'a> TemporalTrainer<'a> {
 /// The sources and destinations of a prepared batch's events, as memory row ids.
 fn endpoints(trainer: &TemporalTrainer<'_>, batch: &PreparedBatch) -> (Vec<usize>, Vec<usize>) {
     let stream = &trainer.data.stream;
-    let ids = |column: &[u32]| column[batch.events.clone()].iter().map(|&id| id as usize).collect();
+    let ids = |column: &[u32]| batch.events.iter().map(|&e| column[e] as usize).collect();
     (ids(stream.src()), ids(stream.dst()))
 }
 
 /// Consecutive ranges of at most `size` events covering `range`.
-fn batches(range: Range<usize>, size: usize) -> Vec<Range<usize>> {
+pub(crate) fn batches(range: Range<usize>, size: usize) -> Vec<Range<usize>> {
     range
         .clone()
         .step_by(size.max(1))

@@ -130,6 +130,34 @@ impl<B: Backend> Mailbox<B> {
         Ok(())
     }
 
+    /// Replaces the whole mailboxes of the distinct nodes `ids` with `mails`
+    /// `[ids, mailbox_size, dim_mail]`, their times `[ids, mailbox_size]` and the mails
+    /// `received` by each: copies rows another replica's [`gather`](Self::gather) and
+    /// [`received`](Self::received) read. Errors, leaving the state unchanged, if an id is out
+    /// of range or repeats, or a shape disagrees.
+    pub fn overwrite(
+        &mut self,
+        ids: &[usize],
+        mails: Tensor<B, 3>,
+        time: Tensor<B, 2>,
+        received: &[u64],
+    ) -> Result<(), TemporalStateError> {
+        let (size, dim) = (self.mailbox_size(), self.dim_mail());
+        check_shape("mails", &mails.dims(), &[ids.len(), size, dim])?;
+        check_shape("time", &time.dims(), &[ids.len(), size])?;
+        check_shape("received", &[received.len()], &[ids.len()])?;
+        let (positions, kept) = last_occurrences(ids, self.num_nodes())?;
+        // a repeated node would keep fewer rows than given
+        check_shape("distinct ids", &[kept.len()], &[ids.len()])?;
+        let index = index_tensor::<B>(&positions, &self.mails.device());
+        self.mails = overwrite_rows(self.mails.clone(), &kept, mails.detach().select(0, index.clone()));
+        self.mail_time = overwrite_rows(self.mail_time.clone(), &kept, time.detach().select(0, index));
+        for (&id, &position) in kept.iter().zip(&positions) {
+            self.received[id] = received[position];
+        }
+        Ok(())
+    }
+
     /// Empties every mailbox.
     pub fn reset(&mut self) {
         let device = self.mails.device();
