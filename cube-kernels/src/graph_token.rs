@@ -97,22 +97,8 @@ mod tests {
         let dense = crate::DistanceBias::<B>::index_from_u8(values.clone(), [2, 5, 5], &device)
             .unwrap_or_else(|e| panic!("{e}"));
         // the same index stored sparsely: the pairs below the far bucket
-        let (mut row_offsets, mut columns, mut buckets) = (vec![0u64], Vec::new(), Vec::new());
-        for row in values.chunks(5) {
-            for (j, &bucket) in row.iter().enumerate() {
-                if bucket < 3 {
-                    columns.push(j as u32);
-                    buckets.push(bucket);
-                }
-            }
-            row_offsets.push(columns.len() as u64);
-        }
-        let parts = CsrParts {
-            row_offsets: &row_offsets,
-            columns: &columns,
-            buckets: &buckets,
-        };
-        let sparse = SparseBucketIndex::<B>::from_csr(parts, [2, 5], 5, 3, &device).unwrap_or_else(|e| panic!("{e}"));
+        let sparse = SparseBucketIndex::<B>::from_dense_buckets(&values, [2, 5, 5], 3, &device)
+            .unwrap_or_else(|e| panic!("{e}"));
         let virtual_bucket = 4;
         let mut expected = Vec::new();
         for b in 0..2 {

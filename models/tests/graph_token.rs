@@ -10,7 +10,7 @@ use burn::nn::{LayerNorm, Linear};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
-use megagraph_kernels::{BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
+use megagraph_kernels::{BucketIndex, DistanceBias, SparseBucketIndex};
 use megagraph_models::encoders::{
     CentralityEncoding, GraphToken, GraphTokenConfig, InputEncoder, SpatialEncoding, SpatialEncodingConfig,
 };
@@ -81,22 +81,7 @@ impl Problem {
 
     /// The same distances stored sparsely: every pair below the far bucket.
     fn sparse<BK: Backend>(&self, device: &BK::Device) -> BucketIndex<BK> {
-        let (mut row_offsets, mut columns, mut buckets) = (vec![0u64], Vec::new(), Vec::new());
-        for row in self.distances.chunks(SEQ) {
-            for (j, &bucket) in row.iter().enumerate() {
-                if bucket < FAR {
-                    columns.push(j as u32);
-                    buckets.push(bucket);
-                }
-            }
-            row_offsets.push(columns.len() as u64);
-        }
-        let parts = CsrParts {
-            row_offsets: &row_offsets,
-            columns: &columns,
-            buckets: &buckets,
-        };
-        SparseBucketIndex::from_csr(parts, [BATCH, SEQ], SEQ, FAR, device)
+        SparseBucketIndex::from_dense_buckets(&self.distances, [BATCH, SEQ, SEQ], FAR, device)
             .unwrap_or_else(|e| panic!("{e}"))
             .into()
     }
@@ -342,24 +327,15 @@ struct GraphTransformerBeforeToken<B: Backend> {
 #[test]
 fn checkpoints_without_the_token_still_load() {
     let device = Default::default();
-    let GraphTransformer {
-        input,
-        centrality,
-        spatial,
-        layers,
-        norm,
-        classifier,
-        key_dropout,
-        graph_token: _,
-    } = model_config().init::<B>(&device);
+    let model: GraphTransformer<B> = model_config().init(&device);
     let older = GraphTransformerBeforeToken {
-        input,
-        centrality,
-        spatial,
-        layers,
-        norm,
-        classifier,
-        key_dropout,
+        input: model.input,
+        centrality: model.centrality,
+        spatial: model.spatial,
+        layers: model.layers,
+        norm: model.norm,
+        classifier: model.classifier,
+        key_dropout: model.key_dropout,
     };
     let path = std::env::temp_dir().join(format!("megagraph-graph-token-{}", std::process::id()));
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
