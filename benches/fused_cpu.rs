@@ -17,7 +17,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use megagraph_kernels::{
-    BucketIndex, CsrParts, DistanceBias, DistanceBiasPrimitive, GraphAttentionBackend,
+    BucketIndex, DistanceBias, DistanceBiasPrimitive, GraphAttentionBackend,
     GraphAttentionInputs, SparseBucketIndex, reference,
 };
 use rand::{Rng, SeedableRng};
@@ -54,23 +54,7 @@ fn inputs(n: usize, sparse: bool) -> (GraphAttentionInputs<Flex>, FloatTensor<Fl
         })
         .collect();
     let index: BucketIndex<Flex> = if sparse {
-        let mut row_offsets = vec![0u64];
-        let (mut columns, mut stored) = (Vec::new(), Vec::new());
-        for row in buckets.chunks(n) {
-            for (c, &bucket) in row.iter().enumerate() {
-                if bucket != far {
-                    columns.push(c as u32);
-                    stored.push(bucket);
-                }
-            }
-            row_offsets.push(columns.len() as u64);
-        }
-        let parts = CsrParts {
-            row_offsets: &row_offsets,
-            columns: &columns,
-            buckets: &stored,
-        };
-        SparseBucketIndex::from_csr(parts, [1, n], n, far, &device)
+        SparseBucketIndex::from_dense_buckets(&buckets, [1, n, n], far, &device)
             .unwrap_or_else(|e| panic!("{e}"))
             .into()
     } else {

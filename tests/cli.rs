@@ -387,3 +387,30 @@ fn torchgt_attention_modes_and_ulysses_train_on_the_synthetic_default() {
     let output = megagraph(&args);
     assert!(!output.status.success() && stderr(&output).contains("attention.block_reform"), "{}", stderr(&output));
 }
+
+#[test]
+fn the_graph_token_trains_checkpoints_resumes_and_is_refused_on_a_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, "[synthetic]\nnodes = 300\nclasses = 3\nfeature_dim = 16\n").unwrap();
+    let checkpoints = dir.path().join("checkpoints");
+    let metrics = dir.path().join("metrics.json");
+    for (epochs, resume) in [("1", false), ("2", true)] {
+        let mut args = vec!["train", "--config", config.to_str().unwrap(), "--epochs", epochs, "--graph-token"];
+        args.extend_from_slice(&["--checkpoint-dir", checkpoints.to_str().unwrap()]);
+        args.extend_from_slice(&["--metrics-out", metrics.to_str().unwrap()]);
+        if resume {
+            args.push("--resume");
+        }
+        args.extend_from_slice(TINY);
+        let output = megagraph(&args);
+        assert!(output.status.success(), "{epochs} epochs: {}", stderr(&output));
+        assert!(String::from_utf8_lossy(&output.stdout).contains("test accuracy"));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
+    assert_eq!(json["epochs_run"], 2, "{json}");
+    let mut args = vec!["train", "--synthetic", "--epochs", "1", "--graph-token", "--cp", "2"];
+    args.extend_from_slice(TINY);
+    let output = megagraph(&args);
+    assert!(!output.status.success() && stderr(&output).contains("model.graph_token"), "{}", stderr(&output));
+}

@@ -300,6 +300,43 @@ impl<B: Backend> SparseBucketIndex<B> {
 }
 
 impl<B: Backend> SparseBucketIndex<B> {
+    /// The sparse form of a dense row-major index of `[batch, q_len, total_k_len]` buckets:
+    /// every pair that is not `far_bucket` stored.
+    ///
+    /// # Errors
+    /// As [`Self::from_csr`] (a `buckets` of the wrong length among them).
+    pub fn from_dense_buckets(
+        buckets: &[u8],
+        [batch, q_len, total_k_len]: [usize; 3],
+        far_bucket: u8,
+        device: &B::Device,
+    ) -> Result<Self, AttentionError> {
+        if buckets.len() != batch * q_len * total_k_len {
+            return Err(AttentionError::IndexData(format!(
+                "{} buckets for a dense index of [{batch}, {q_len}, {total_k_len}]",
+                buckets.len()
+            )));
+        }
+        let mut row_offsets = vec![0u64];
+        let (mut columns, mut stored) = (Vec::new(), Vec::new());
+        for row in buckets.chunks(total_k_len.max(1)) {
+            for (column, &bucket) in row.iter().enumerate() {
+                if bucket != far_bucket {
+                    columns.push(column as u32);
+                    stored.push(bucket);
+                }
+            }
+            row_offsets.push(columns.len() as u64);
+        }
+        row_offsets.resize(batch * q_len + 1, columns.len() as u64);
+        let parts = CsrParts {
+            row_offsets: &row_offsets,
+            columns: &columns,
+            buckets: &stored,
+        };
+        Self::from_csr(parts, [batch, q_len], total_k_len, far_bucket, device)
+    }
+
     /// The index at the primitive level.
     pub fn into_primitive(self) -> SparseBucketIndexPrimitive<B> {
         SparseBucketIndexPrimitive {

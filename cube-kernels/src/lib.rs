@@ -36,6 +36,7 @@ mod cube;
 mod error;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod fusion;
+mod graph_token;
 mod index;
 mod merge;
 mod primitives;

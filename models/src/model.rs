@@ -1,14 +1,16 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Tensor, backend::Backend};
-use megagraph_kernels::GraphAttentionBackend;
+use burn::tensor::{Bool, Tensor, backend::Backend};
+use megagraph_kernels::{AttentionError, BucketIndex, GraphAttentionBackend};
 
 use crate::encoders::{
-    CentralityEncoding, CentralityEncodingConfig, InputEncoder, InputEncoderConfig, SpatialEncoding,
-    SpatialEncodingConfig,
+    CentralityEncoding, CentralityEncodingConfig, GraphToken, GraphTokenConfig, InputEncoder, InputEncoderConfig,
+    SpatialEncoding, SpatialEncodingConfig,
 };
-use crate::{Attend, GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, key_mask, spatial_bias};
+use crate::{
+    Attend, GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, LocalAttention, key_mask, spatial_bias,
+};
 
 /// Configuration of a [`GraphTransformer`]. The defaults are sized for a 2-core CPU; the MegaGraph
 /// paper's model is [`ModelPreset::Paper`](crate::ModelPreset::Paper).
@@ -55,6 +57,11 @@ pub struct GraphTransformerConfig {
     /// with this probability (a mask on keys, so it costs no `[seq, seq]` memory). Default: 0.0.
     #[config(default = 0.0)]
     pub key_dropout: f64,
+    /// Graphormer's graph token ([`GraphToken`]): one learned position per sequence joined to
+    /// every node, whose pairs read one more row of the spatial table (its virtual distance).
+    /// Default: false.
+    #[config(default = false)]
+    pub graph_token: bool,
 }
 
 /// A Graphormer-style Graph Transformer for node classification.
@@ -74,10 +81,13 @@ pub struct GraphTransformer<B: Backend> {
     pub classifier: Linear<B>,
     /// Attention key dropout probability (see [`GraphTransformerConfig::key_dropout`]).
     pub key_dropout: f64,
+    /// The graph token, if the model has one (see [`GraphTransformerConfig::graph_token`]).
+    pub graph_token: Option<GraphToken<B>>,
 }
 
 impl GraphTransformerConfig {
-    /// Number of distance buckets of the spatial encoding (`max_distance + 2`).
+    /// Number of distance buckets of the spatial encoding (`max_distance + 2`); the graph
+    /// token's row, when there is one, follows them.
     pub fn num_buckets(&self) -> usize {
         self.max_distance as usize + 2
     }
@@ -86,7 +96,8 @@ impl GraphTransformerConfig {
     ///
     /// # Panics
     ///
-    /// If `hidden` is not a multiple of `num_heads`.
+    /// If `hidden` is not a multiple of `num_heads`, or if `max_distance` is above 253 with a
+    /// graph token (its row would not be a `u8` bucket).
     pub fn init<B: Backend>(&self, device: &B::Device) -> GraphTransformer<B> {
         let layer = GraphTransformerLayerConfig::new(self.hidden, self.num_heads, self.ffn_hidden)
             .with_dropout(self.dropout)
@@ -101,11 +112,17 @@ impl GraphTransformerConfig {
                 .init(device),
             spatial: SpatialEncodingConfig::new(self.num_buckets(), self.num_heads)
                 .with_initial_decay(self.spatial_initial_decay)
+                .with_graph_token(self.graph_token)
                 .init(device),
             layers: (0..self.num_layers).map(|_| layer.init(device)).collect(),
             norm: LayerNormConfig::new(self.hidden).init(device),
             classifier: LinearConfig::new(self.hidden, self.num_classes).init(device),
             key_dropout: self.key_dropout,
+            graph_token: self.graph_token.then(|| {
+                let bucket = u8::try_from(self.num_buckets())
+                    .unwrap_or_else(|_| panic!("max_distance {} leaves no u8 bucket for the graph token", self.max_distance));
+                GraphTokenConfig::new(self.hidden, bucket).init(device)
+            }),
         }
     }
 }
@@ -114,45 +131,103 @@ impl<B: GraphAttentionBackend> GraphTransformer<B> {
     /// Per-node logits of a batch: [`embed`](Self::embed), every layer, then [`head`](Self::head).
     ///
     /// - output: `[batch, seq, num_classes]`
+    ///
+    /// # Panics
+    ///
+    /// If the shapes of the batch disagree.
     pub fn forward(&self, batch: GraphBatch<B>) -> Tensor<B, 3> {
         let x = self.embed(&batch);
         let x = self.forward_layers(x, &batch, 0..self.layers.len());
         self.head(x)
     }
 
-    /// The embedding stage: input encoding plus centrality encoding, `[batch, seq, hidden]`.
+    /// Applies the layers in `layers` (a range of layer indices) to `x`, the output of
+    /// [`embed`](Self::embed) or of earlier layers.
+    ///
+    /// # Panics
+    ///
+    /// If the shapes of `x` and the batch disagree.
+    pub fn forward_layers(&self, x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>) -> Tensor<B, 3> {
+        self.attend_layers(x, batch, layers, &LocalAttention)
+            .unwrap_or_else(|err| panic!("graph attention on inconsistent shapes: {err}"))
+    }
+}
+
+impl<B: Backend> GraphTransformer<B> {
+    /// The embedding stage: input encoding plus centrality encoding, `[batch, seq, hidden]`,
+    /// and the graph token in front when the model has one, `[batch, seq + 1, hidden]`.
     pub fn embed(&self, batch: &GraphBatch<B>) -> Tensor<B, 3> {
-        self.input.forward(batch.input.clone())
+        let nodes = self.input.forward(batch.input.clone())
             + self
                 .centrality
-                .forward(batch.in_degree.clone(), batch.out_degree.clone())
+                .forward(batch.in_degree.clone(), batch.out_degree.clone());
+        match &self.graph_token {
+            Some(token) => token.prepend(nodes),
+            None => nodes,
+        }
     }
 
-    /// Applies the layers in `layers` (a range of layer indices) to `x`, `[batch, seq, hidden]`.
-    pub fn forward_layers(&self, x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>) -> Tensor<B, 3> {
-        self.layers[layers].iter().fold(x, |x, layer| {
-            layer.forward(x, self.spatial.bias(batch.distance.clone()), key_mask(&batch.padding, self.key_dropout))
-        })
-    }
-
-    /// Final norm and classifier: `[batch, seq, hidden]` → `[batch, seq, num_classes]`.
+    /// Final norm and classifier of the nodes: `[batch, seq, hidden]` (after the graph token,
+    /// if any, which is dropped) → `[batch, seq, num_classes]`.
     pub fn head(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let x = match &self.graph_token {
+            Some(token) => token.strip(x),
+            None => x,
+        };
         self.classifier.forward(self.norm.forward(x))
     }
 
     /// Per-node logits of a batch, `[batch, seq, num_classes]`, with `attend` as every layer's
     /// attention core (e.g. [`SparseAttention`](crate::SparseAttention)); the embedding, the
     /// layers around the core, the key mask and the head are those of [`forward`](Self::forward).
+    /// With a graph token the core sees `seq + 1` positions.
     ///
     /// # Errors
     ///
-    /// `attend`'s (shapes that disagree with the batch).
-    pub fn forward_with<A: Attend<B>>(&self, batch: GraphBatch<B>, attend: &A) -> Result<Tensor<B, 3>, A::Error> {
-        let mut x = self.embed(&batch);
-        for (index, layer) in self.layers.iter().enumerate() {
-            let bias = spatial_bias(self.spatial.bias(batch.distance.clone()), key_mask(&batch.padding, self.key_dropout));
+    /// `attend`'s (shapes that disagree with the batch); the graph token's distance index
+    /// ([`GraphToken::index`]).
+    pub fn forward_with<A>(&self, batch: GraphBatch<B>, attend: &A) -> Result<Tensor<B, 3>, A::Error>
+    where
+        A: Attend<B>,
+        A::Error: From<AttentionError>,
+    {
+        let x = self.embed(&batch);
+        let x = self.attend_layers(x, &batch, 0..self.layers.len(), attend)?;
+        Ok(self.head(x))
+    }
+
+    /// The layers `layers` over `x` with `attend` as their attention core. The distance index
+    /// (widened by the graph token, if any) is built once for all of them; the key mask is drawn
+    /// per layer ([`key_mask`]).
+    fn attend_layers<A>(&self, mut x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>, attend: &A) -> Result<Tensor<B, 3>, A::Error>
+    where
+        A: Attend<B>,
+        A::Error: From<AttentionError>,
+    {
+        let distance = self.attention_index(batch.distance.clone())?;
+        for (index, layer) in self.layers.iter().enumerate().take(layers.end).skip(layers.start) {
+            let bias = spatial_bias(self.spatial.bias(distance.clone()), self.attention_keys(&batch.padding));
             x = layer.forward_with(x, bias, attend, index)?;
         }
-        Ok(self.head(x))
+        Ok(x)
+    }
+
+    /// The distance index the layers read: the batch's, widened by the graph token's row and
+    /// column when the model has one.
+    fn attention_index(&self, distance: BucketIndex<B>) -> Result<BucketIndex<B>, AttentionError> {
+        match &self.graph_token {
+            Some(token) => token.index(distance),
+            None => Ok(distance),
+        }
+    }
+
+    /// One layer's key mask ([`key_mask`] of `padding`), with the graph token's key, never
+    /// masked, in front when the model has one.
+    fn attention_keys(&self, padding: &Tensor<B, 2, Bool>) -> Tensor<B, 2, Bool> {
+        let keys = key_mask(padding, self.key_dropout);
+        match &self.graph_token {
+            Some(token) => token.key_mask(keys),
+            None => keys,
+        }
     }
 }

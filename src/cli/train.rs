@@ -85,6 +85,10 @@ pub struct TrainArgs {
     /// Attention key dropout: probability of hiding a key node from all queries of a layer.
     #[arg(long, value_name = "P")]
     pub key_dropout: Option<f64>,
+    /// Graphormer's graph token: one learned position per sequence joined to every node, with
+    /// its own learned spatial bias (one device, full attention).
+    #[arg(long)]
+    pub graph_token: bool,
     /// Peak learning rate.
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
@@ -284,6 +288,7 @@ impl TrainArgs {
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
         set(&mut c.model.key_dropout, &self.key_dropout);
+        c.model.graph_token |= self.graph_token;
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         if self.metrics_out.is_some() {

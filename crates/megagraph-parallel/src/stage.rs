@@ -44,7 +44,8 @@ impl<B: Backend> StageModule<B> {
     ///
     /// # Errors
     ///
-    /// [`ParallelError::Config`] when `stage_layers` does not match the model's layers.
+    /// [`ParallelError::Config`] when `stage_layers` does not match the model's layers;
+    /// [`ParallelError::Model`] when the model has a graph token (it runs on one device only).
     pub fn split(
         model: GraphTransformer<B>,
         config: &ParallelConfig,
@@ -61,6 +62,13 @@ impl<B: Backend> StageModule<B> {
         if sum != layers {
             return Err(crate::ParallelConfigError::LayerSumMismatch { sum, layers }.into());
         }
+        if model.graph_token.is_some() {
+            return Err(ParallelError::Model {
+                field: "graph_token",
+                value: 1,
+                reason: "the graph token runs on one device only (mesh 1 x 1 x 1)",
+            });
+        }
         let GraphTransformer {
             input,
             centrality,
@@ -69,6 +77,7 @@ impl<B: Backend> StageModule<B> {
             norm,
             classifier,
             key_dropout,
+            graph_token: _,
         } = model;
         let mut layers = layers.into_iter();
         let mut input = Some(input);
@@ -122,6 +131,7 @@ impl<B: Backend> StageModule<B> {
             norm: norm?,
             classifier: classifier?,
             key_dropout,
+            graph_token: None,
         })
     }
 }

@@ -5,7 +5,7 @@ use megagraph_graph::synthetic::{CsbmConfig, PowerLawConfig};
 use megagraph_models::{GraphTransformerConfig, ModelPreset};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::AttentionConfig;
+use crate::attention::{AttentionConfig, AttentionMode};
 use megagraph_parallel::CpMode;
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
@@ -258,6 +258,11 @@ pub struct ModelConfig {
     /// Attention key dropout: while training, each layer hides each key from all queries with
     /// this probability. Default: 0.2.
     pub key_dropout: f64,
+    /// Graphormer's graph token: one learned position per sequence joined to every node, with
+    /// its own learned spatial bias per head (a "virtual distance"); its output is dropped
+    /// before the classifier. One device only (mesh 1 x 1 x 1) and full attention.
+    /// Default: false.
+    pub graph_token: bool,
 }
 
 impl Default for ModelConfig {
@@ -277,6 +282,7 @@ impl Default for ModelConfig {
             spatial_initial_decay: model.spatial_initial_decay,
             block_size: model.block_size,
             key_dropout: 0.2,
+            graph_token: model.graph_token,
         }
     }
 }
@@ -510,6 +516,17 @@ impl TrainConfig {
         if self.mesh.cluster.is_some() && self.mesh.plan != Some(MeshPlan::Auto) {
             return invalid("mesh.cluster", "is only used with mesh.plan = \"auto\" (--plan auto)");
         }
+        if self.model.graph_token {
+            if self.mesh.is_parallel() {
+                return invalid("model.graph_token", "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1");
+            }
+            if self.attention.mode != AttentionMode::Full {
+                return invalid("model.graph_token", "needs attention.mode = \"full\" (sparse attention has no token)");
+            }
+            if self.data.max_distance > 253 {
+                return invalid("model.graph_token", "needs data.max_distance <= 253 (its bucket follows the distances)");
+            }
+        }
         if self.training.max_steps == Some(0) {
             return invalid("training.max_steps", "must be at least 1 (unset = no limit)");
         }
@@ -559,6 +576,7 @@ impl TrainConfig {
         .with_spatial_initial_decay(m.spatial_initial_decay)
         .with_block_size(m.block_size)
         .with_key_dropout(m.key_dropout)
+        .with_graph_token(m.graph_token)
     }
 }
 
@@ -590,5 +608,21 @@ mod tests {
         let config =
             TrainConfig::from_toml_str("[mesh]\nplan = \"plan.json\"\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.mesh.plan, Some(MeshPlan::File("plan.json".into())));
+    }
+
+    #[test]
+    fn the_graph_token_reaches_the_model_and_is_refused_on_a_mesh_and_with_sparse_attention() {
+        let config = TrainConfig::from_toml_str("[model]\ngraph_token = true\n").unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert!(config.model_config(Some(3), 10, 2).graph_token);
+        assert!(!TrainConfig::default().model_config(Some(3), 10, 2).graph_token);
+        for refused in ["[mesh]\ncp = 2\n", "[attention]\nmode = \"sparse\"\n", "[data]\nmax_distance = 254\n"] {
+            let text = format!("[model]\ngraph_token = true\n{refused}");
+            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            match config.validate() {
+                Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "model.graph_token", "{refused}"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
     }
 }

@@ -19,7 +19,7 @@ pub mod tracked;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
-use megagraph_kernels::{AttentionBias, BucketIndex, CsrParts, DistanceBias, SparseBucketIndex};
+use megagraph_kernels::{AttentionBias, BucketIndex, DistanceBias, SparseBucketIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -309,24 +309,8 @@ impl Case {
         let d = self.dims;
         let index = self.index.as_ref()?;
         let far = (d.buckets - 1) as u8;
-        let mut row_offsets = vec![0u64];
-        let (mut columns, mut buckets) = (Vec::new(), Vec::new());
-        for row in index.chunks(d.total_k_len) {
-            for (c, &bucket) in row.iter().enumerate() {
-                if bucket != far {
-                    columns.push(c as u32);
-                    buckets.push(bucket);
-                }
-            }
-            row_offsets.push(columns.len() as u64);
-        }
-        let parts = CsrParts {
-            row_offsets: &row_offsets,
-            columns: &columns,
-            buckets: &buckets,
-        };
         Some(
-            SparseBucketIndex::from_csr(parts, [d.batch, d.q_len], d.total_k_len, far, device)
+            SparseBucketIndex::from_dense_buckets(index, [d.batch, d.q_len, d.total_k_len], far, device)
                 .unwrap_or_else(|e| panic!("{e}")),
         )
     }

@@ -1,9 +1,11 @@
 //! Encoders that turn nodes and graph structure into model inputs.
 
 mod centrality;
+mod graph_token;
 mod input;
 mod spatial;
 
 pub use centrality::{CentralityEncoding, CentralityEncodingConfig};
+pub use graph_token::{GraphToken, GraphTokenConfig};
 pub use input::{InputEncoder, InputEncoderConfig};
 pub use spatial::{SpatialEncoding, SpatialEncodingConfig};

@@ -15,6 +15,11 @@ pub struct SpatialEncodingConfig {
     /// nodes; `0.0` starts from a uniform bias as in Graphormer. Default: 2.0.
     #[config(default = 2.0)]
     pub initial_decay: f64,
+    /// One more row after the distance buckets, row `num_buckets`: the [graph
+    /// token](crate::encoders::GraphToken)'s virtual distance, initialized as one hop
+    /// (`-initial_decay`), since the token is joined to every node. Default: false.
+    #[config(default = false)]
+    pub graph_token: bool,
 }
 
 /// Graphormer's spatial encoding: one learned scalar per (distance bucket, head) added to the
@@ -29,15 +34,12 @@ pub struct SpatialEncoding<B: Backend> {
 impl SpatialEncodingConfig {
     /// Initializes a [`SpatialEncoding`] on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> SpatialEncoding<B> {
-        let values: Vec<f32> = (0..self.num_buckets)
-            .flat_map(|bucket| {
-                (0..self.num_heads).map(move |_| (-self.initial_decay * bucket as f64) as f32)
-            })
+        let hops = (0..self.num_buckets).chain(self.graph_token.then_some(1));
+        let values: Vec<f32> = hops
+            .clone()
+            .flat_map(|hop| (0..self.num_heads).map(move |_| (-self.initial_decay * hop as f64) as f32))
             .collect();
-        let table = Tensor::from_data(
-            TensorData::new(values, [self.num_buckets, self.num_heads]),
-            device,
-        );
+        let table = Tensor::from_data(TensorData::new(values, [hops.count(), self.num_heads]), device);
         SpatialEncoding {
             table: Param::from_tensor(table),
         }
@@ -55,7 +57,7 @@ impl<B: Backend> SpatialEncoding<B> {
         }
     }
 
-    /// Number of distance buckets.
+    /// Number of rows of the table: the distance buckets, and the graph token's when there is one.
     pub fn num_buckets(&self) -> usize {
         self.table.dims()[0]
     }
