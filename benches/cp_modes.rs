@@ -65,7 +65,11 @@ struct Measured {
 fn usize_list(variable: &str, default: &[usize]) -> Vec<usize> {
     std::env::var(variable)
         .ok()
-        .map(|text| text.split(',').filter_map(|v| v.trim().parse().ok()).collect::<Vec<usize>>())
+        .map(|text| {
+            text.split(',')
+                .filter_map(|v| v.trim().parse().ok())
+                .collect::<Vec<usize>>()
+        })
         .filter(|list| !list.is_empty())
         .unwrap_or_else(|| default.to_vec())
 }

@@ -320,7 +320,7 @@ mod tests {
         for position in 0..3 {
             let request = BlockRequest { cp: 3, position, with_input: true };
             let alone: BlockBatch<Flex> = source.block(&[0, 1], request, &Default::default()).unwrap();
-            let cut = BlockBatch::of(source.batch(&[0, 1], &Default::default()).unwrap(), 3, position).unwrap();
+            let cut: BlockBatch<Flex> = BlockBatch::of(source.batch(&[0, 1], &Default::default()).unwrap(), 3, position).unwrap();
             let (Some(NodeInput::Features(a)), Some(NodeInput::Features(b))) = (alone.input, cut.input) else {
                 panic!("features in both");
             };

@@ -63,12 +63,7 @@ fn problem(heads: usize, seq_len: usize, link: LinkSpec, memory_bytes: u64) -> P
 impl Problem {
     fn model(&self) -> CostModel {
         let fitted = FittedProfile::fit(&self.profile, &FitOptions::default()).unwrap();
-        CostModel::new(
-            self.shape.clone(),
-            self.workload.clone(),
-            self.cluster.clone(),
-            fitted,
-        )
+        CostModel::new(self.shape.clone(), self.workload.clone(), self.cluster.clone(), fitted)
     }
 
     fn search(&self, cp_mode: Option<CpMode>) -> Result<PlanReport, SearchError> {
@@ -120,7 +115,10 @@ fn ulysses_is_chosen_where_the_ring_cannot_hide_its_exchange() {
     let (ulysses, _) = problem.predict(CpMode::Ulysses);
     assert!(ulysses < ring, "ulysses {ulysses} s, ring {ring} s");
     let report = problem.search(None).unwrap();
-    assert_eq!((report.best.layout.cp, report.best.layout.cp_mode), (4, CpMode::Ulysses));
+    assert_eq!(
+        (report.best.layout.cp, report.best.layout.cp_mode),
+        (4, CpMode::Ulysses)
+    );
     assert_eq!(report.candidates.len(), 2, "both modes are ranked");
     assert_eq!(report.candidates[1].layout.cp_mode, CpMode::Ring);
     let why = &report.cp_mode_reason;
@@ -130,7 +128,10 @@ fn ulysses_is_chosen_where_the_ring_cannot_hide_its_exchange() {
     );
     assert!(why.contains("s per step against"), "{why}");
     let text = report.explain();
-    assert!(text.contains("cp_mode=ulysses") && text.contains(&format!("Context mode: {why}")), "{text}");
+    assert!(
+        text.contains("cp_mode=ulysses") && text.contains(&format!("Context mode: {why}")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -141,12 +142,20 @@ fn the_ring_is_chosen_where_its_exchange_hides_under_compute() {
     assert!(ring < ulysses, "ring {ring} s, ulysses {ulysses} s");
     let report = problem.search(None).unwrap();
     assert_eq!(report.best.layout.cp_mode, CpMode::Ring);
-    assert!(report.cp_mode_reason.starts_with("ring: 3 ring steps of"), "{}", report.cp_mode_reason);
+    assert!(
+        report.cp_mode_reason.starts_with("ring: 3 ring steps of"),
+        "{}",
+        report.cp_mode_reason
+    );
     // asked for, Ulysses is planned anyway and the reason says so
     let forced = problem.search(Some(CpMode::Ulysses)).unwrap();
     assert_eq!(forced.best.layout.cp_mode, CpMode::Ulysses);
     assert_eq!(forced.candidates.len(), 1);
-    assert!(forced.cp_mode_reason.starts_with("ulysses: asked for"), "{}", forced.cp_mode_reason);
+    assert!(
+        forced.cp_mode_reason.starts_with("ulysses: asked for"),
+        "{}",
+        forced.cp_mode_reason
+    );
 }
 
 #[test]
@@ -163,7 +172,10 @@ fn the_ring_is_chosen_when_ulysses_whole_index_does_not_fit() {
     let report = tight.search(None).unwrap();
     assert_eq!(report.best.layout.cp_mode, CpMode::Ring);
     let why = &report.cp_mode_reason;
-    assert!(why.contains("ulysses would need") && why.contains("distance index rows"), "{why}");
+    assert!(
+        why.contains("ulysses would need") && why.contains("distance index rows"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -188,7 +200,9 @@ fn heads_that_cp_does_not_divide_rule_ulysses_out() {
         other => panic!("expected no valid layout, got {other:?}"),
     }
     // a given Ulysses layout is refused with a typed error
-    let config = ParallelConfig::uniform(1, 4, 1, 1, 1).unwrap().with_cp_mode(CpMode::Ulysses);
+    let config = ParallelConfig::uniform(1, 4, 1, 1, 1)
+        .unwrap()
+        .with_cp_mode(CpMode::Ulysses);
     let error = evaluate(
         &problem.cluster,
         &problem.shape,
