@@ -231,9 +231,11 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                         call,
                     )?
                     .output;
+                    // forward and backward first, then what they sent
+                    let results = results(&leaves, output);
                     let results = Results {
                         sent_bytes: ring.sent_bytes(),
-                        ..results(&leaves, output)
+                        ..results
                     };
                     ring.take_failure().map_or(Ok(results), Err)
                 })
@@ -257,9 +259,11 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                         &group,
                         call,
                     )?;
+                    // forward and backward first, then what they sent
+                    let results = results(&leaves, output);
                     let results = Results {
                         sent_bytes: group.sent_bytes(),
-                        ..results(&leaves, output)
+                        ..results
                     };
                     group.take_failure().map_or(Ok(results), Err)
                 })
