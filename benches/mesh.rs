@@ -27,7 +27,7 @@ use burn::tensor::{Tensor, TensorData};
 use megagraph_kernels::DistanceBias;
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, materialize};
 use megagraph_parallel::{
-    BatchSource, CountingAllocator, ParallelConfig, ParallelTrainer, StepOutput, TrainBatch,
+    BatchSource, CountingAllocator, CpMode, ParallelConfig, ParallelTrainer, StepOutput, TrainBatch,
     TrainerOptions,
 };
 
@@ -246,6 +246,7 @@ fn main() -> Result<(), String> {
         dp: 1,
         micro_batches: micro,
         stage_layers,
+        cp_mode: CpMode::Ring,
     };
     print(&run("mesh/(1,1,1)", config(1, 1, 1, vec![LAYERS]), steps, features)?);
     // the same micro-batches as the pipelines, on one rank (gradient accumulation)

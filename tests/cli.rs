@@ -328,6 +328,35 @@ fn a_plan_made_with_default_flags_runs_with_train_default_flags() {
 }
 
 #[test]
+fn a_ulysses_plan_trains_with_ulysses_unless_cp_mode_overrides_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    // one layer and one sequence per step on 2 workers: the only layout is cp = 2
+    let output = megagraph(&[
+        "plan", "--cluster", "configs/clusters/cpu-local.toml", "--layers", "1", "--heads", "2", "--hidden", "16",
+        "--ffn-hidden", "16", "--seq-len", "64", "--sequences-per-step", "1", "--cp-mode", "ulysses", "--json",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Context mode: ulysses: asked for"));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    assert_eq!((json["best"]["cp"].as_u64(), json["best"]["cp_mode"].as_str()), (Some(2), Some("ulysses")));
+    let train = |extra: &[&str]| {
+        let mut args = vec!["train", "--synthetic", "--plan", plan.to_str().unwrap(), "--batch-size", "1", "--epochs",
+            "1", "--max-steps", "1"];
+        args.extend_from_slice(TINY);
+        args.extend_from_slice(extra);
+        let output = megagraph(&args);
+        assert!(output.status.success(), "{extra:?}: {}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let stdout = train(&[]);
+    assert!(stdout.contains("pp=1 cp=2 dp=1") && stdout.contains("cp_mode ulysses"), "{stdout}");
+    let stdout = train(&["--cp-mode", "ring"]);
+    assert!(stdout.contains("cp_mode ring"), "{stdout}");
+}
+
+#[test]
 fn resume_uses_the_checkpoint_directory_of_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tiny.toml");

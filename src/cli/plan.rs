@@ -9,7 +9,7 @@ use megagraph_calibrate::{
 };
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
-    ClusterSpec, ModelShape, Plan, SearchOptions, Workload, cluster_analytic_profile,
+    ClusterSpec, CpMode, ModelShape, Plan, SearchOptions, Workload, cluster_analytic_profile,
     plan as search_plan,
 };
 
@@ -47,6 +47,30 @@ pub enum ProfileSource {
     Measured,
 }
 
+/// `megagraph plan --cp-mode` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlanCpMode {
+    /// Plan every `cp > 1` layout with the graph-aware ring only.
+    Ring,
+    /// Plan every `cp > 1` layout with Ulysses only (layouts whose `cp` does not divide the
+    /// heads are rejected).
+    Ulysses,
+    /// Try both for every `cp > 1` (Ulysses where `cp` divides the heads) and keep the faster
+    /// that fits.
+    Auto,
+}
+
+impl PlanCpMode {
+    /// The mode the search is restricted to (`None`: both).
+    pub fn forced(self) -> Option<CpMode> {
+        match self {
+            Self::Ring => Some(CpMode::Ring),
+            Self::Ulysses => Some(CpMode::Ulysses),
+            Self::Auto => None,
+        }
+    }
+}
+
 /// Options of `megagraph plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -65,6 +89,10 @@ pub struct PlanArgs {
     /// Largest micro-batch count to consider.
     #[arg(long, value_name = "M", default_value_t = 64)]
     pub max_micro_batches: usize,
+    /// How context groups attend: plan with the ring only, Ulysses only, or both (auto: the
+    /// faster that fits, per plan; `explain` says why). Written to the plan as `cp_mode`.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
+    pub cp_mode: PlanCpMode,
     /// Profile: analytic (from the cluster's compute hints) or measured (on this machine,
     /// cached; for the local CPU cluster).
     #[arg(long, value_enum, value_name = "SOURCE", default_value = "analytic")]
@@ -135,6 +163,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     };
     let options = SearchOptions {
         max_micro_batches: args.max_micro_batches,
+        cp_mode: args.cp_mode.forced(),
         ..SearchOptions::default()
     };
     let profile = match args.profile {

@@ -135,7 +135,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "C", help_heading = "Parallel layout")]
     pub cp: Option<usize>,
     /// How the --cp ranks attend over the whole sequence: the graph-aware ring, or Ulysses
-    /// (all-to-alls over the heads; the head count must be a multiple of --cp).
+    /// (all-to-alls over the heads; the head count must be a multiple of --cp). Default: the
+    /// plan's mode with --plan, ring otherwise; given, it overrides the plan's.
     #[arg(long, value_enum, value_name = "MODE", help_heading = "Parallel layout")]
     pub cp_mode: Option<CpModeArg>,
     /// Data-parallel replicas (must divide --batch-size).
@@ -320,10 +321,10 @@ impl TrainArgs {
         set(&mut c.mesh.cp, &self.cp);
         set(&mut c.mesh.dp, &self.dp);
         if let Some(mode) = self.cp_mode {
-            c.mesh.cp_mode = match mode {
+            c.mesh.cp_mode = Some(match mode {
                 CpModeArg::Ring => CpMode::Ring,
                 CpModeArg::Ulysses => CpMode::Ulysses,
-            };
+            });
         }
         set(&mut c.mesh.micro_batches, &self.micro_batches);
         if self.stage_layers.is_some() {
@@ -370,13 +371,14 @@ pub fn train(
     }
     if let Some(layout) = trainer.layout()? {
         println!(
-            "mesh: pp={} cp={} dp={} ({} workers), {} micro-batches, stage layers {:?}",
+            "mesh: pp={} cp={} dp={} ({} workers), {} micro-batches, stage layers {:?}, cp_mode {}",
             layout.pp,
             layout.cp,
             layout.dp,
             layout.world_size(),
             layout.micro_batches,
-            layout.stage_layers
+            layout.stage_layers,
+            layout.cp_mode
         );
     }
     let outcome = backend.run_on(devices, FitJob { trainer: &trainer })?;

@@ -5,7 +5,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use megagraph_kernels::{BucketIndex, CsrParts, DistanceBias, SparseBucketIndex, sparse_is_smaller};
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, materialize};
-use megagraph_parallel::{BatchSource, TrainBatch};
+use megagraph_parallel::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len};
 use megagraph_planner::ModelShape;
 
 /// The Graph Transformer configuration of `shape`: node features of `shape.feature_dim`, no
@@ -94,7 +94,8 @@ pub(crate) fn random_buckets(rng: &mut SplitMix, len: usize, buckets: usize) -> 
 ///
 /// One random sequence is drawn when the source is built and every requested sequence is a copy
 /// of it: a batch costs a copy, not a random draw, so that the runtime's steps are not slowed by
-/// data generation.
+/// data generation. A rank's block of a dense sequence that `cp` divides holds only its rows
+/// (as the training data does), so that its memory is what the runtime needs.
 #[derive(Clone, Debug)]
 pub struct SyntheticSource {
     seq_len: usize,
@@ -225,8 +226,62 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
         })
     }
 
+    fn block(
+        &self,
+        sequences: &[usize],
+        request: BlockRequest,
+        device: &B::Device,
+    ) -> Result<BlockBatch<B>, String> {
+        if self.near.is_none() && padded_len(self.seq_len, request.cp) == self.seq_len {
+            return self.dense_rows(sequences.len(), request, device);
+        }
+        // sparse or padded: the whole batch, then its block
+        let mut block = BlockBatch::of(self.batch(sequences, device)?, request.cp, request.position)?;
+        if !request.with_input {
+            block.input = None;
+        }
+        Ok(block)
+    }
+
     fn train_nodes(&self, sequences: &[usize]) -> usize {
         sequences.len() * (self.seq_len / 2)
+    }
+}
+
+impl SyntheticSource {
+    /// The block `request` of `n` copies of a dense sequence that `request.cp` divides: each
+    /// field holds the block's rows only (the index `[n, block, S]`).
+    fn dense_rows<B: Backend>(
+        &self,
+        n: usize,
+        request: BlockRequest,
+        device: &B::Device,
+    ) -> Result<BlockBatch<B>, String> {
+        let s = self.seq_len;
+        let rows = request.rows(s);
+        let b = rows.len();
+        // `width` values per node of the block's rows, for each of the n copies
+        fn repeat_rows<T: Copy>(values: &[T], rows: &std::ops::Range<usize>, width: usize, n: usize) -> Vec<T> {
+            let part = &values[rows.start * width..rows.end * width];
+            (0..n).flat_map(|_| part.iter().copied()).collect()
+        }
+        let ints = |v: &[i64]| Tensor::from_data(TensorData::new(repeat_rows(v, &rows, 1, n), [n, b]), device);
+        let f = self.feature_dim;
+        let input = request.with_input.then(|| {
+            NodeInput::Features(Tensor::from_data(TensorData::new(repeat_rows(&self.features, &rows, f, n), [n, b, f]), device))
+        });
+        let distance = repeat_rows(&self.distance, &rows, s, n);
+        Ok(BlockBatch {
+            input,
+            in_degree: ints(&self.degrees),
+            out_degree: ints(&self.degrees),
+            index_rows: DistanceBias::<B>::index_from_u8(distance, [n, b, s], device)
+                .map(Into::into)
+                .map_err(|e| e.to_string())?,
+            padding: Tensor::<B, 2>::zeros([n, b], device).equal_elem(1.0),
+            labels: ints(&self.labels),
+            weight: Tensor::from_data(TensorData::new(repeat_rows(&self.weight, &rows, 1, n), [n, b]), device),
+        })
     }
 }
 
@@ -261,6 +316,28 @@ mod tests {
             weight as usize,
             BatchSource::<Flex>::train_nodes(&source, &[0, 1])
         );
+        // a block built alone equals the block cut from the whole batch
+        for position in 0..3 {
+            let request = BlockRequest { cp: 3, position, with_input: true };
+            let alone: BlockBatch<Flex> = source.block(&[0, 1], request, &Default::default()).unwrap();
+            let cut: BlockBatch<Flex> = BlockBatch::of(source.batch(&[0, 1], &Default::default()).unwrap(), 3, position).unwrap();
+            let (Some(NodeInput::Features(a)), Some(NodeInput::Features(b))) = (alone.input, cut.input) else {
+                panic!("features in both");
+            };
+            assert_eq!(a.into_data(), b.into_data());
+            assert_eq!(alone.in_degree.into_data(), cut.in_degree.into_data());
+            assert_eq!(alone.labels.into_data(), cut.labels.into_data());
+            assert_eq!(alone.weight.into_data(), cut.weight.into_data());
+            assert_eq!(alone.padding.into_data(), cut.padding.into_data());
+            let (BucketIndex::Dense(a), BucketIndex::Dense(b)) = (alone.index_rows, cut.index_rows) else {
+                panic!("dense rows in both");
+            };
+            assert_eq!(a.dims(), [2, 2, 6]);
+            assert_eq!(a.into_data(), b.into_data());
+        }
+        let without_input = BlockRequest { cp: 2, position: 1, with_input: false };
+        let block: BlockBatch<Flex> = source.block(&[0], without_input, &Default::default()).unwrap();
+        assert!(block.input.is_none());
         let config = model_config(&shape);
         assert_eq!(config.num_buckets(), 4);
         assert_eq!(config.max_degree + 1, 7);

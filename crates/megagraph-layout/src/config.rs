@@ -5,12 +5,14 @@
 //!   stage `i`; stage 0 also holds the embedding stage, the last stage the classifier head), run
 //!   with a 1F1B schedule over `micro_batches` micro-batches;
 //! - `cp` context-parallel ranks per sequence: a sequence of `S` nodes is split into `cp` blocks of
-//!   `S / cp` nodes and attention runs as a ring over the blocks;
+//!   `S / cp` nodes and attention runs over the blocks as `cp_mode` says: a ring, or Ulysses
+//!   (all-to-alls that scatter the heads, which must then be a multiple of `cp`);
 //! - `dp` data-parallel replicas, each taking `sequences_per_step / dp` sequences per step;
 //!   gradients are all-reduced over the `dp x cp` ranks that hold the same stage.
 //!
 //! The world has `pp * cp * dp` ranks.
 
+use crate::CpMode;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
@@ -32,6 +34,11 @@ pub struct ParallelConfig {
     /// Layers held by each stage, in stage order: `pp` entries, each at least 1, summing to the
     /// model's layer count. Stage 0 also holds the embedding stage.
     pub stage_layers: Vec<usize>,
+    /// How each context group attends over the whole sequence (`"ring"` or `"ulysses"` in
+    /// JSON; a plan written before the field existed reads as `ring`). Only matters when
+    /// `cp > 1`.
+    #[serde(default)]
+    pub cp_mode: CpMode,
 }
 
 /// Why a [`ParallelConfig`] does not fit a model and workload.
@@ -100,6 +107,14 @@ pub enum ParallelConfigError {
         /// Sequences per step and replica (`sequences_per_step / dp`).
         per_replica: usize,
     },
+    /// Ulysses scatters the heads over the context ranks: `heads` must be a multiple of `cp`.
+    #[error("cp_mode = ulysses needs heads = {heads} to be a multiple of cp = {cp}: each context rank attends for heads / cp of them")]
+    HeadsNotMultipleOfContext {
+        /// The model's attention heads.
+        heads: usize,
+        /// The context-parallel degree.
+        cp: usize,
+    },
 }
 
 impl ParallelConfig {
@@ -111,6 +126,7 @@ impl ParallelConfig {
             dp: 1,
             micro_batches: 1,
             stage_layers: vec![layers],
+            cp_mode: CpMode::Ring,
         }
     }
 
@@ -152,7 +168,23 @@ impl ParallelConfig {
             dp,
             micro_batches,
             stage_layers,
+            cp_mode: CpMode::Ring,
         })
+    }
+
+    /// This configuration with context mode `cp_mode`.
+    pub fn with_cp_mode(mut self, cp_mode: CpMode) -> Self {
+        self.cp_mode = cp_mode;
+        self
+    }
+
+    /// Checks that a model with `heads` attention heads can run with this `cp_mode`: Ulysses
+    /// with `cp > 1` needs `heads` to be a multiple of `cp` (the ring takes any head count).
+    pub fn validate_heads(&self, heads: usize) -> Result<(), ParallelConfigError> {
+        if self.cp_mode == CpMode::Ulysses && self.cp > 1 && !heads.is_multiple_of(self.cp) {
+            return Err(ParallelConfigError::HeadsNotMultipleOfContext { heads, cp: self.cp });
+        }
+        Ok(())
     }
 
     /// The number of ranks: `pp * cp * dp`.
@@ -328,9 +360,35 @@ mod tests {
         let json = serde_json::to_string(&config).unwrap();
         assert_eq!(
             json,
-            r#"{"pp":2,"cp":1,"dp":1,"micro_batches":4,"stage_layers":[2,3]}"#
+            r#"{"pp":2,"cp":1,"dp":1,"micro_batches":4,"stage_layers":[2,3],"cp_mode":"ring"}"#
         );
         let back: ParallelConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, config);
+        let ulysses = ParallelConfig::uniform(1, 4, 1, 2, 3).unwrap().with_cp_mode(CpMode::Ulysses);
+        let json = serde_json::to_value(&ulysses).unwrap();
+        assert_eq!(json["cp_mode"], "ulysses");
+        assert_eq!(serde_json::from_value::<ParallelConfig>(json).unwrap(), ulysses);
+    }
+
+    #[test]
+    fn a_layout_written_before_cp_mode_reads_as_ring() {
+        let old = r#"{"pp":1,"cp":2,"dp":1,"micro_batches":1,"stage_layers":[4]}"#;
+        let config: ParallelConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(config.cp_mode, CpMode::Ring);
+        assert_eq!(config, ParallelConfig::uniform(1, 2, 1, 1, 4).unwrap());
+    }
+
+    #[test]
+    fn ulysses_needs_heads_to_be_a_multiple_of_cp() {
+        let ring = ParallelConfig::uniform(1, 4, 1, 1, 2).unwrap();
+        assert_eq!(ring.validate_heads(6), Ok(()));
+        let ulysses = ring.with_cp_mode(CpMode::Ulysses);
+        assert_eq!(ulysses.validate_heads(8), Ok(()));
+        let error = ulysses.validate_heads(6).unwrap_err();
+        assert_eq!(error, ParallelConfigError::HeadsNotMultipleOfContext { heads: 6, cp: 4 });
+        assert!(error.to_string().contains("heads = 6") && error.to_string().contains("cp = 4"), "{error}");
+        // one context rank attends for every head
+        let single = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap().with_cp_mode(CpMode::Ulysses);
+        assert_eq!(single.validate_heads(6), Ok(()));
     }
 }

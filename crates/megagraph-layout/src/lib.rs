@@ -20,7 +20,9 @@
 #![warn(missing_docs)]
 
 mod config;
+mod cp_mode;
 mod schedule;
 
 pub use config::{ParallelConfig, ParallelConfigError};
+pub use cp_mode::CpMode;
 pub use schedule::{PipelineAction, max_in_flight, one_forward_one_backward};

@@ -34,7 +34,6 @@
 #![warn(missing_docs)]
 
 mod context;
-mod cp_mode;
 mod data;
 mod error;
 mod gradients;
@@ -52,7 +51,7 @@ pub use megagraph_layout::{
     ParallelConfig, ParallelConfigError, PipelineAction, max_in_flight, one_forward_one_backward,
 };
 pub use context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
-pub use cp_mode::CpMode;
+pub use megagraph_layout::CpMode;
 pub use data::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len, shard_sequences};
 pub use error::ParallelError;
 pub use gradients::{CollectiveLease, ReplicaGradients, reset as reset_collective};

@@ -91,6 +91,7 @@ fn config(
         dp,
         micro_batches,
         stage_layers: stage_layers.to_vec(),
+        cp_mode: Default::default(),
     }
 }
 

@@ -65,6 +65,8 @@ struct Results {
     dk: Vec<f32>,
     dv: Vec<f32>,
     dtable: Vec<f32>,
+    /// Bytes the positions sent to each other (counted by their endpoints), summed.
+    sent_bytes: u64,
 }
 
 fn host<const D: usize>(t: Tensor<Inner, D>) -> Vec<f32> {
@@ -174,6 +176,7 @@ fn results(leaves: &Leaves, output: Tensor<B, 4>) -> Results {
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        sent_bytes: 0,
     }
 }
 
@@ -228,7 +231,12 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                         call,
                     )?
                     .output;
+                    // forward and backward first, then what they sent
                     let results = results(&leaves, output);
+                    let results = Results {
+                        sent_bytes: ring.sent_bytes(),
+                        ..results
+                    };
                     ring.take_failure().map_or(Ok(results), Err)
                 })
             })
@@ -251,7 +259,12 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                         &group,
                         call,
                     )?;
+                    // forward and backward first, then what they sent
                     let results = results(&leaves, output);
+                    let results = Results {
+                        sent_bytes: group.sent_bytes(),
+                        ..results
+                    };
                     group.take_failure().map_or(Ok(results), Err)
                 })
             })
@@ -288,6 +301,7 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
         dk: merge(&|p| &p.dk),
         dv: merge(&|p| &p.dv),
         dtable,
+        sent_bytes: parts.iter().map(|p| p.sent_bytes).sum(),
     })
 }
 
@@ -318,6 +332,16 @@ fn ulysses_equals_the_op_on_the_whole_sequence_and_the_ring() {
             &ulysses,
             &ring,
         );
+        // 4 all-to-alls forward and 4 backward; each position sends (cp - 1)/cp of its f32
+        // [batch, heads, block, head_dim] tensor in each
+        let tensor = (BATCH * HEADS * SEQ / cp * HEAD_DIM * 4) as u64;
+        let expected = cp as u64 * 8 * tensor * (cp as u64 - 1) / cp as u64;
+        assert_eq!(ulysses.sent_bytes, expected, "Ulysses bytes, cp = {cp}");
+        // the ring sends K and V (and masks) every forward hop: more than Ulysses from cp = 4
+        assert_eq!(ring.sent_bytes == 0, cp == 1, "ring bytes, cp = {cp}: {}", ring.sent_bytes);
+        if cp == 4 {
+            assert!(ring.sent_bytes > ulysses.sent_bytes, "{} vs {}", ring.sent_bytes, ulysses.sent_bytes);
+        }
     }
 }
 

@@ -42,7 +42,6 @@ fn options() -> TrainerOptions {
     TrainerOptions::new(SEQ_LEN, PER_STEP)
         .with_optimizer(optimizer())
         .with_timeout(Duration::from_secs(60))
-        .with_cp_mode(CpMode::Ulysses)
 }
 
 fn check(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[usize]) {
@@ -52,6 +51,7 @@ fn check(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[
         dp,
         micro_batches,
         stage_layers: stage_layers.to_vec(),
+        cp_mode: CpMode::Ulysses,
     };
     let steps = steps();
     let reference = Synthetic::new(SEQUENCES, SEQ_LEN, 11);
@@ -109,6 +109,7 @@ fn heads_that_do_not_divide_by_cp_are_refused_before_the_mesh_starts() {
         dp: 1,
         micro_batches: 1,
         stage_layers: vec![LAYERS],
+        cp_mode: CpMode::Ulysses,
     };
     let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).shared();
     let error = ParallelTrainer::<B>::new(

@@ -159,14 +159,10 @@ pub fn evaluate(
     options: &SearchOptions,
 ) -> Result<Evaluation, PlanError> {
     config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
+    config.validate_heads(shape.heads)?;
     let cluster = cluster.first_devices(config.world_size())?;
     let model = cost_model(&cluster, shape, workload, profile, options)?;
-    let mesh = CandidateMesh {
-        pp: config.pp,
-        cp: config.cp,
-        dp: config.dp,
-        micro_batches: config.micro_batches,
-    };
+    let mesh = CandidateMesh::of(config);
     let estimate = model.candidate(mesh).estimate(&config.stage_layers);
     let limit = (cluster.memory_bytes_per_device as f64 * options.memory_fraction.clamp(0.0, 1.0))
         .floor() as u64;
@@ -197,13 +193,9 @@ pub fn predict_memory(
     shape.validate()?;
     workload.validate()?;
     config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
+    config.validate_heads(shape.heads)?;
     let fitted = FittedProfile::fit(profile, fit)?;
-    let mesh = CandidateMesh {
-        pp: config.pp,
-        cp: config.cp,
-        dp: config.dp,
-        micro_batches: config.micro_batches,
-    };
+    let mesh = CandidateMesh::of(config);
     let model = MemoryModel::new(shape, workload, &fitted, &mesh);
     Ok(config
         .stage_layers

@@ -13,6 +13,18 @@ pub fn ring_all_reduce_seconds(bytes: f64, ranks: usize, link: &LinkSpec) -> f64
         + 2.0 * (n - 1.0) * link.latency_seconds
 }
 
+/// Seconds of an all-to-all over `ranks` ranks that each hold `bytes` (one part of
+/// `bytes / n` for every rank, its own included) over `link`: every rank sends its `n - 1`
+/// other parts, one message each, `(n - 1) * latency + (n - 1) / n * bytes / bandwidth`; 0 for
+/// one rank.
+pub fn all_to_all_seconds(bytes: f64, ranks: usize, link: &LinkSpec) -> f64 {
+    if ranks <= 1 {
+        return 0.0;
+    }
+    let n = ranks as f64;
+    (n - 1.0) * link.latency_seconds + (n - 1.0) / n * bytes / link.bandwidth_bytes_per_second
+}
+
 /// Seconds of one point-to-point message of `bytes` over `link`.
 pub fn point_to_point_seconds(bytes: f64, link: &LinkSpec) -> f64 {
     link.transfer_seconds(bytes)
@@ -58,6 +70,15 @@ mod tests {
         // n = 4: 2 * 3/4 * 1000 / 100 + 2 * 3 * 0.5.
         assert!((ring_all_reduce_seconds(1000.0, 4, &LINK) - (15.0 + 3.0)).abs() < 1e-12);
         assert!((point_to_point_seconds(100.0, &LINK) - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn all_to_all_sends_all_but_the_own_part() {
+        assert_eq!(all_to_all_seconds(1000.0, 1, &LINK), 0.0);
+        // n = 4: 3 messages of 250 bytes: 3 * 0.5 + 750 / 100.
+        assert!((all_to_all_seconds(1000.0, 4, &LINK) - (1.5 + 7.5)).abs() < 1e-12);
+        // n = 2: 1 message of 500 bytes.
+        assert!((all_to_all_seconds(1000.0, 2, &LINK) - (0.5 + 5.0)).abs() < 1e-12);
     }
 
     #[test]

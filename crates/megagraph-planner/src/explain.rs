@@ -34,16 +34,18 @@ impl PlanReport {
         )?;
         writeln!(
             out,
-            "Best: pp={} cp={} dp={} micro_batches={} stage_layers={:?}: {:.4} s per step, peak {} per device",
+            "Best: pp={} cp={} dp={} micro_batches={} stage_layers={:?} cp_mode={}: {:.4} s per step, peak {} per device",
             best.layout.pp,
             best.layout.cp,
             best.layout.dp,
             best.layout.micro_batches,
             best.layout.stage_layers,
+            best.layout.cp_mode,
             best.predicted.step_seconds,
             format_bytes(best.predicted.peak_bytes_per_device)
         )?;
         writeln!(out, "Bottleneck: {}", best.predicted.bottleneck)?;
+        writeln!(out, "Context mode: {}", self.cp_mode_reason)?;
 
         writeln!(
             out,
@@ -53,16 +55,17 @@ impl PlanReport {
         )?;
         writeln!(
             out,
-            "{:>4} {:>3} {:>3} {:>3} {:>5}  {:<18} {:>10} {:>9} {:>11}  bottleneck",
-            "rank", "pp", "cp", "dp", "mb", "stage_layers", "s/step", "vs best", "peak/dev"
+            "{:>4} {:>3} {:>3} {:>7} {:>3} {:>5}  {:<18} {:>10} {:>9} {:>11}  bottleneck",
+            "rank", "pp", "cp", "mode", "dp", "mb", "stage_layers", "s/step", "vs best", "peak/dev"
         )?;
         for (rank, plan) in self.candidates.iter().take(SHOWN_CANDIDATES).enumerate() {
             writeln!(
                 out,
-                "{:>4} {:>3} {:>3} {:>3} {:>5}  {:<18} {:>10.4} {:>8.2}x {:>11}  {}",
+                "{:>4} {:>3} {:>3} {:>7} {:>3} {:>5}  {:<18} {:>10.4} {:>8.2}x {:>11}  {}",
                 rank + 1,
                 plan.layout.pp,
                 plan.layout.cp,
+                plan.layout.cp_mode.name(),
                 plan.layout.dp,
                 plan.layout.micro_batches,
                 format!("{:?}", plan.layout.stage_layers),

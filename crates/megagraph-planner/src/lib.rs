@@ -34,7 +34,9 @@
 mod api;
 mod cluster;
 mod comm;
+mod context_exchange;
 mod cost;
+mod cp_choice;
 mod explain;
 mod fitted;
 mod latency;
@@ -55,8 +57,9 @@ pub use api::{
     Evaluation, PlanError, cluster_analytic_profile, evaluate, plan, plan_analytic, predict_memory,
 };
 pub use cluster::{ClusterError, ClusterSpec, ComputeHints, LinkSpec};
+pub use context_exchange::{ContextExchange, ContextGroup, ULYSSES_ALL_TO_ALLS_PER_LAYER};
 pub use latency::{FitOptions, PiecewiseLinear};
-pub use megagraph_layout::{ParallelConfig, ParallelConfigError};
+pub use megagraph_layout::{CpMode, ParallelConfig, ParallelConfigError};
 pub use memory::{MemoryBreakdown, format_bytes};
 pub use partition::{Partition, optimal_partition};
 pub use profile::{

@@ -18,11 +18,17 @@
 //! - inputs: the batch a micro-batch keeps until its backward: node features and degrees on
 //!   stage 0, labels and training weights on the last stage, the padding mask everywhere;
 //! - distance index: the rows of the in-flight sequences, `b` per sequence, each as the runtime
-//!   holds it ([`Workload::index_row_bytes`]: `S` bytes dense, or the stored pairs sparse);
+//!   holds it ([`Workload::index_row_bytes`]: `S` bytes dense, or the stored pairs sparse).
+//!   Under Ulysses (`cp > 1`) a rank attends for every row, and the runtime gathers the whole
+//!   sequence's index, dense, on every rank: `S x S` bytes per sequence on top of its own rows;
 //! - communication buffers: per in-flight micro-batch the activation sent to the next stage
 //!   (it stays the sender's until the receiver's backward frees it), the input gradient being
 //!   sent back, and under context parallelism the ring's key/value gradient accumulators
-//!   (`dK`, `dV` of a block, travelling with it). The gradient all-reduce runs after the last
+//!   (`dK`, `dV` of a block, travelling with it), or under Ulysses one all-to-all's parts
+//!   going out and coming in (two `[q, b, d]` tensors). Ulysses' attention keeps its gathered
+//!   `q`, `k`, `v`, output (`[q, S, H / cp, d / H]`) and log-sum-exp for backward: as many
+//!   elements as the ring's block attention keeps, so the profile's attention bytes serve
+//!   both. The gradient all-reduce runs after the last
 //!   backward, when the activations are gone, so it adds nothing to the peak;
 //! - runtime overhead: what a rank holds beyond all that (autodiff and optimizer bookkeeping),
 //!   measured by the profiler ([`ProfileTable::runtime_overhead_bytes`](crate::ProfileTable)).
@@ -30,6 +36,7 @@
 use crate::fitted::FittedProfile;
 use crate::mesh::CandidateMesh;
 use crate::workload::{ModelShape, Workload};
+use megagraph_layout::CpMode;
 use serde::{Deserialize, Serialize};
 
 /// Bytes of one device of one stage, by term.
@@ -111,7 +118,8 @@ pub struct MemoryModel {
     layer_workspace: f64,
     embedding_workspace: f64,
     head_workspace: f64,
-    /// Distance-index bytes per micro-batch: `q * b` rows of [`Workload::index_row_bytes`].
+    /// Distance-index bytes per micro-batch: `q * b` rows of [`Workload::index_row_bytes`]
+    /// (and `q * S * S` more under Ulysses).
     index_per_micro_batch: f64,
     /// Input bytes per micro-batch on stage 0 (features, degrees), the last stage (labels,
     /// weights) and every stage (padding).
@@ -144,9 +152,15 @@ impl MemoryModel {
         let rows = sequences * block;
         let attention_saved = fitted.attention.saved_bytes(sequences, block);
         let attention_workspace = fitted.attention.workspace_bytes(sequences, block);
-        // dK and dV of the block travelling the ring with it.
+        // dK and dV of the block travelling the ring with it, or the parts of one Ulysses
+        // all-to-all out and in.
         let ring = if mesh.cp > 1 {
             2.0 * rows * d * e
+        } else {
+            0.0
+        };
+        let whole_index = if mesh.cp > 1 && mesh.cp_mode == CpMode::Ulysses {
+            sequences * (workload.seq_len as f64).powi(2)
         } else {
             0.0
         };
@@ -167,7 +181,7 @@ impl MemoryModel {
                 .max(attention_workspace),
             embedding_workspace: fitted.embedding.workspace_bytes(rows),
             head_workspace: fitted.head.workspace_bytes(rows),
-            index_per_micro_batch: rows * workload.index_row_bytes() as f64,
+            index_per_micro_batch: rows * workload.index_row_bytes() as f64 + whole_index,
             // f32 features, two i64 degrees; i64 labels and f32 weights; a bool padding flag
             first_inputs: rows * (e * shape.feature_dim as f64 + 16.0),
             last_inputs: rows * (8.0 + e),
@@ -292,6 +306,7 @@ mod tests {
             cp: 4,
             dp: 1,
             micro_batches: 16,
+            cp_mode: CpMode::Ring,
         };
         let rows = 65_536 / 4;
         let index = |near_pairs_per_row| {
@@ -310,6 +325,37 @@ mod tests {
     }
 
     #[test]
+    fn ulysses_holds_the_whole_index_on_every_rank() {
+        let shape = ModelShape::paper();
+        let fitted = fitted(&shape);
+        let workload = Workload {
+            seq_len: 4_096,
+            near_pairs_per_row: Some(20),
+            ..workload()
+        };
+        let memory = |cp_mode| {
+            let mesh = CandidateMesh {
+                pp: 1,
+                cp: 4,
+                dp: 1,
+                micro_batches: 16,
+                cp_mode,
+            };
+            MemoryModel::new(&shape, &workload, &fitted, &mesh).stage(0, 16)
+        };
+        let (ring, ulysses) = (memory(CpMode::Ring), memory(CpMode::Ulysses));
+        // one sequence per micro-batch: the ring keeps its 1024 sparse rows, Ulysses the whole
+        // index dense as well
+        let own_rows = 1_024 * (4 + 5 * 20);
+        assert_eq!(ring.distance_index, own_rows);
+        assert_eq!(ulysses.distance_index, own_rows + 4_096 * 4_096);
+        // the rest is alike
+        assert_eq!(ring.activations, ulysses.activations);
+        assert_eq!(ring.communication_buffers, ulysses.communication_buffers);
+        assert_eq!(ring.total() + 4_096 * 4_096, ulysses.total());
+    }
+
+    #[test]
     fn context_parallelism_halves_the_index_rows_and_activations() {
         let shape = ModelShape::paper();
         let fitted = fitted(&shape);
@@ -322,6 +368,7 @@ mod tests {
                 cp: 1,
                 dp: 1,
                 micro_batches: 16,
+                cp_mode: CpMode::Ring,
             },
         );
         let two = MemoryModel::new(
@@ -333,6 +380,7 @@ mod tests {
                 cp: 2,
                 dp: 1,
                 micro_batches: 16,
+                cp_mode: CpMode::Ring,
             },
         );
         let (a, b) = (one.stage(0, 16), two.stage(0, 16));
@@ -368,6 +416,7 @@ mod tests {
                 cp: 1,
                 dp: 1,
                 micro_batches: 8,
+                cp_mode: CpMode::Ring,
             },
         );
         assert_eq!(
@@ -399,6 +448,7 @@ mod tests {
                 cp: 1,
                 dp: 1,
                 micro_batches: 2,
+                cp_mode: CpMode::Ring,
             },
         );
         assert_eq!(short.in_flight(0), 2);

@@ -7,8 +7,9 @@
 //! as one hop of its ring crosses nodes.
 
 use crate::cluster::{ClusterSpec, LinkSpec};
+use megagraph_layout::{CpMode, ParallelConfig};
 
-/// Degrees and micro-batch count of a candidate plan.
+/// Degrees, micro-batch count and context mode of a candidate plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CandidateMesh {
     /// Pipeline stages.
@@ -19,6 +20,8 @@ pub struct CandidateMesh {
     pub dp: usize,
     /// Micro-batches per step and replica.
     pub micro_batches: usize,
+    /// How each context group attends (only matters when `cp > 1`).
+    pub cp_mode: CpMode,
 }
 
 /// The link a group's ring runs over.
@@ -31,6 +34,29 @@ pub struct GroupLink {
 }
 
 impl CandidateMesh {
+    /// The mesh of `config` (its degrees, micro-batches and context mode).
+    pub fn of(config: &ParallelConfig) -> Self {
+        Self {
+            pp: config.pp,
+            cp: config.cp,
+            dp: config.dp,
+            micro_batches: config.micro_batches,
+            cp_mode: config.cp_mode,
+        }
+    }
+
+    /// The layout of this mesh with `stage_layers` layers per stage.
+    pub fn layout(&self, stage_layers: Vec<usize>) -> ParallelConfig {
+        ParallelConfig {
+            pp: self.pp,
+            cp: self.cp,
+            dp: self.dp,
+            micro_batches: self.micro_batches,
+            stage_layers,
+            cp_mode: self.cp_mode,
+        }
+    }
+
     /// Number of ranks: `pp * cp * dp`.
     pub fn world_size(&self) -> usize {
         self.pp * self.cp * self.dp
@@ -146,6 +172,7 @@ mod tests {
             cp: 8,
             dp: 1,
             micro_batches: 4,
+            cp_mode: CpMode::Ring,
         };
         assert!(!mesh.context_link(&cluster).inter_node);
         assert!(mesh.pipeline_link(&cluster).inter_node);
@@ -155,6 +182,7 @@ mod tests {
             cp: 16,
             dp: 2,
             micro_batches: 1,
+            cp_mode: CpMode::Ring,
         };
         assert!(wide.context_link(&cluster).inter_node);
         assert_eq!(
@@ -166,6 +194,7 @@ mod tests {
             cp: 4,
             dp: 4,
             micro_batches: 2,
+            cp_mode: CpMode::Ring,
         };
         // dp x cp = 16 ranks of a stage span two nodes.
         assert!(mixed.gradient_link(&cluster).inter_node);

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// A layout, its prediction and, when it was run, its measurement.
 ///
 /// Serialized flat, with exactly these field names: the layout's (`pp`, `cp`, `dp`,
-/// `micro_batches`, `stage_layers`), `predicted_step_seconds`,
+/// `micro_batches`, `stage_layers`, `cp_mode`), `predicted_step_seconds`,
 /// `predicted_peak_bytes_per_device` and `bottleneck`, and when measured
 /// `measured_step_seconds` and `measured_peak_bytes_per_device` (that one when memory was
 /// counted). A plan file read as a [`ParallelConfig`] takes the layout and ignores the rest.
@@ -72,13 +72,7 @@ impl Plan {
         stage_layers: Vec<usize>,
         estimate: &StepEstimate,
     ) -> Self {
-        let layout = ParallelConfig {
-            pp: mesh.pp,
-            cp: mesh.cp,
-            dp: mesh.dp,
-            micro_batches: mesh.micro_batches,
-            stage_layers,
-        };
+        let layout = mesh.layout(stage_layers);
         Self::predicted(
             layout,
             Prediction {
@@ -127,7 +121,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
-                "pp": 2, "cp": 1, "dp": 2, "micro_batches": 4, "stage_layers": [2, 3],
+                "pp": 2, "cp": 1, "dp": 2, "micro_batches": 4, "stage_layers": [2, 3], "cp_mode": "ring",
                 "predicted_step_seconds": 1.5,
                 "predicted_peak_bytes_per_device": 1u64 << 30,
                 "bottleneck": "compute"

@@ -54,6 +54,8 @@ pub struct PlanReport {
     pub search_seconds: f64,
     /// Memory of one device of each stage of the best plan.
     pub best_memory: Vec<MemoryBreakdown>,
+    /// Why the best plan's context mode (`ring` or `ulysses`), in words.
+    pub cp_mode_reason: String,
     /// What was searched.
     pub setting: SearchSetting,
 }

@@ -162,6 +162,7 @@ pub fn one_forward_one_backward_seconds(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use megagraph_layout::CpMode;
     use crate::comm::pipeline_seconds;
 
     fn pass(forward: f64, backward: f64) -> StagePass {
@@ -264,6 +265,7 @@ mod tests {
             cp: 1,
             dp: 1,
             micro_batches: 1,
+            cp_mode: CpMode::Ring,
         };
         let alone = stages
             .iter()

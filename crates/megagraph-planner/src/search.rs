@@ -9,7 +9,8 @@ use crate::mesh::CandidateMesh;
 use crate::partition::optimal_partition;
 use crate::plan::Plan;
 use crate::report::{PlanReport, RejectReason, Rejected, SearchSetting};
-use megagraph_layout::ParallelConfig;
+use crate::cp_choice::explain_cp_mode;
+use megagraph_layout::{CpMode, ParallelConfig, ParallelConfigError};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -27,6 +28,11 @@ pub struct SearchOptions {
     pub time_tolerance: f64,
     /// How profiles are fitted.
     pub fit: FitOptions,
+    /// The context mode every plan uses (`"ring"` or `"ulysses"`); `None` (the default): both
+    /// are tried for every `cp > 1` (Ulysses only where `cp` divides the heads) and the faster
+    /// that fits is kept.
+    #[serde(default)]
+    pub cp_mode: Option<CpMode>,
 }
 
 /// Why a search found no plan.
@@ -75,6 +81,7 @@ impl Default for SearchOptions {
             memory_fraction: 0.95,
             time_tolerance: 0.01,
             fit: FitOptions::default(),
+            cp_mode: None,
         }
     }
 }
@@ -119,26 +126,52 @@ pub(crate) fn search(
                         dp,
                         micro_batches: 1,
                         stage_layers,
+                        cp_mode: CpMode::Ring,
                     },
                     reason: RejectReason::Invalid { error },
                 });
                 continue;
             }
-            any_valid_layout = true;
-            let per_replica = workload.sequences_per_step / dp;
-            for micro_batches in divisors(per_replica)
-                .into_iter()
-                .filter(|&m| m <= options.max_micro_batches)
-            {
-                let mesh = CandidateMesh {
-                    pp,
-                    cp,
-                    dp,
-                    micro_batches,
-                };
-                match plan_mesh(&model.candidate(mesh), layers, limit) {
-                    MeshOutcome::Planned(plan, memory) => candidates.push((plan, memory)),
-                    MeshOutcome::Rejected(rejection) => rejected.push(rejection),
+            let modes = match options.cp_mode {
+                Some(mode) => vec![mode],
+                None if cp > 1 => CpMode::ALL.to_vec(),
+                None => vec![CpMode::Ring],
+            };
+            for cp_mode in modes {
+                if cp_mode == CpMode::Ulysses && cp > 1 && !shape.heads.is_multiple_of(cp) {
+                    // tried only when asked for: then the layout is invalid
+                    if options.cp_mode.is_some() {
+                        let config = ParallelConfig::uniform(pp, cp, dp, 1, layers)
+                            .map(|config| config.with_cp_mode(cp_mode))
+                            .unwrap_or_else(|_| ParallelConfig::single_device(layers));
+                        let error = ParallelConfigError::HeadsNotMultipleOfContext {
+                            heads: shape.heads,
+                            cp,
+                        };
+                        rejected.push(Rejected {
+                            config,
+                            reason: RejectReason::Invalid { error },
+                        });
+                    }
+                    continue;
+                }
+                any_valid_layout = true;
+                let per_replica = workload.sequences_per_step / dp;
+                for micro_batches in divisors(per_replica)
+                    .into_iter()
+                    .filter(|&m| m <= options.max_micro_batches)
+                {
+                    let mesh = CandidateMesh {
+                        pp,
+                        cp,
+                        dp,
+                        micro_batches,
+                        cp_mode,
+                    };
+                    match plan_mesh(&model.candidate(mesh), layers, limit) {
+                        MeshOutcome::Planned(plan, memory) => candidates.push((plan, memory)),
+                        MeshOutcome::Rejected(rejection) => rejected.push(rejection),
+                    }
                 }
             }
         }
@@ -159,12 +192,14 @@ pub(crate) fn search(
                     a.0.layout.cp,
                     a.0.layout.dp,
                     a.0.layout.micro_batches,
+                    a.0.layout.cp_mode,
                 )
                     .cmp(&(
                         b.0.layout.pp,
                         b.0.layout.cp,
                         b.0.layout.dp,
                         b.0.layout.micro_batches,
+                        b.0.layout.cp_mode,
                     )),
             )
     });
@@ -184,6 +219,7 @@ pub(crate) fn search(
     let Some((best, best_memory)) = candidates.first().cloned() else {
         return Err(no_plan(devices, limit, any_valid_layout, rejected));
     };
+    let cp_mode_reason = explain_cp_mode(model, options, &best, &candidates, &rejected);
     let search_seconds = started.elapsed().as_secs_f64();
     log::debug!(
         "searched {} candidates and {} rejections on {devices} devices in {search_seconds:.3} s",
@@ -196,6 +232,7 @@ pub(crate) fn search(
         rejected,
         search_seconds,
         best_memory,
+        cp_mode_reason,
         setting: SearchSetting {
             cluster: cluster.name.clone(),
             devices,
@@ -249,13 +286,7 @@ fn plan_mesh(cost: &CandidateCost, layers: usize, limit: u64) -> MeshOutcome {
         .max_by_key(|(_, breakdown)| breakdown.total())
         .unwrap_or((0, MemoryBreakdown::default()));
     MeshOutcome::Rejected(Rejected {
-        config: ParallelConfig {
-            pp: mesh.pp,
-            cp: mesh.cp,
-            dp: mesh.dp,
-            micro_batches: mesh.micro_batches,
-            stage_layers,
-        },
+        config: mesh.layout(stage_layers),
         reason: RejectReason::OutOfMemory {
             stage,
             needed_bytes: breakdown.total(),
@@ -525,6 +556,7 @@ mod tests {
             [
                 "bottleneck",
                 "cp",
+                "cp_mode",
                 "dp",
                 "micro_batches",
                 "pp",

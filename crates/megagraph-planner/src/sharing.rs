@@ -96,6 +96,7 @@ impl MachineSharing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use megagraph_layout::CpMode;
 
     fn mesh(pp: usize, cp: usize, dp: usize) -> CandidateMesh {
         CandidateMesh {
@@ -103,6 +104,7 @@ mod tests {
             cp,
             dp,
             micro_batches: 1,
+            cp_mode: CpMode::Ring,
         }
     }
 

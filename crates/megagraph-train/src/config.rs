@@ -380,10 +380,11 @@ pub struct MeshConfig {
     /// Cluster description used by `plan = "auto"`. Unset: this machine, its CPU cores as
     /// workers sharing its memory (detected).
     pub cluster: Option<PathBuf>,
-    /// How the `cp` ranks of a context group attend: `"ring"` (default: graph-aware ring
-    /// attention) or `"ulysses"` (all-to-alls over the heads; `heads` must be a multiple of
-    /// `cp`).
-    pub cp_mode: CpMode,
+    /// How the `cp` ranks of a context group attend: `"ring"` (graph-aware ring attention) or
+    /// `"ulysses"` (all-to-alls over the heads; `heads` must be a multiple of `cp`). Unset: the
+    /// plan's mode with `plan`, `ring` otherwise; set, it overrides the plan's (and
+    /// `plan = "auto"` searches that mode only).
+    pub cp_mode: Option<CpMode>,
 }
 
 impl Default for MeshConfig {
@@ -396,7 +397,7 @@ impl Default for MeshConfig {
             stage_layers: None,
             plan: None,
             cluster: None,
-            cp_mode: CpMode::Ring,
+            cp_mode: None,
         }
     }
 }

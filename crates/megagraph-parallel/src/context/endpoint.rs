@@ -28,6 +28,8 @@ pub struct RingEndpoint<B: Backend> {
     failure: Mutex<Option<ParallelError>>,
     /// Time spent waiting for the previous position, in nanoseconds.
     waited_nanos: AtomicU64,
+    /// Bytes of the tensors sent to the next position.
+    sent_bytes: AtomicU64,
 }
 
 impl<B: Backend> fmt::Debug for RingEndpoint<B> {
@@ -74,6 +76,7 @@ impl<B: Backend> RingEndpoint<B> {
                     control: control.clone(),
                     failure: Mutex::new(None),
                     waited_nanos: AtomicU64::new(0),
+                    sent_bytes: AtomicU64::new(0),
                 })
             })
             .collect()
@@ -97,6 +100,12 @@ impl<B: Backend> RingEndpoint<B> {
     /// Total time this endpoint spent waiting for ring messages, in seconds.
     pub fn waited_seconds(&self) -> f64 {
         self.waited_nanos.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
+    /// Total bytes of the tensors (keys, values, masks, key/value gradients) this endpoint
+    /// sent to the next position.
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent_bytes.load(Ordering::Relaxed)
     }
 
     /// Stops every endpoint of this ring (their waits return [`ParallelError::Aborted`]).
@@ -161,6 +170,7 @@ impl<B: Backend> RingEndpoint<B> {
     }
 
     pub(super) fn send(&self, tag: RingTag, block: Block<B>) -> Result<(), ParallelError> {
+        self.sent_bytes.fetch_add(block.bytes(), Ordering::Relaxed);
         self.next
             .send(RingMessage { tag, block })
             .map_err(|_| ParallelError::PeerGone {

@@ -4,6 +4,7 @@ use std::fmt;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor};
+use burn::tensor::{DType, Shape, TensorMetadata};
 
 /// Identifies one ring attention call: the step, micro-batch and layer it belongs to. Every
 /// position of a ring makes the same calls in the same order.
@@ -59,6 +60,23 @@ pub(super) struct Block<B: Backend> {
     pub(super) dk: Option<FloatTensor<B>>,
     /// Gradient of the values accumulated so far (backward only).
     pub(super) dv: Option<FloatTensor<B>>,
+}
+
+impl<B: Backend> Block<B> {
+    /// Bytes of the tensors the block carries.
+    pub(super) fn bytes(&self) -> u64 {
+        let floats = [&self.k, &self.v, &self.dk, &self.dv]
+            .into_iter()
+            .flatten()
+            .map(|t| tensor_bytes(t.shape(), t.dtype()));
+        let mask = self.mask.iter().map(|t| tensor_bytes(t.shape(), t.dtype()));
+        floats.chain(mask).sum()
+    }
+}
+
+/// Bytes of a tensor of `shape` and `dtype`.
+pub(crate) fn tensor_bytes(shape: Shape, dtype: DType) -> u64 {
+    (shape.num_elements() * dtype.size()) as u64
 }
 
 /// One message between ring neighbours.

@@ -38,3 +38,4 @@ pub use attention::ring_attention;
 pub use backend::ContextParallelBackend;
 pub use endpoint::RingEndpoint;
 pub use message::RingCall;
+pub(crate) use message::tensor_bytes;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use burn::optim::AdamWConfig;
 
 use crate::meter::MemoryMeter;
-use crate::{CpMode, NodeConfig};
+use crate::NodeConfig;
 
 /// A deliberate panic, for tests of failure handling: rank `rank` panics at the start of its
 /// first forward pass of step `step` (steps count from 0). A test hook: exported with the
@@ -49,8 +49,6 @@ pub struct TrainerOptions {
     /// [`threads`](crate::threads)). Default (`None`): this machine's cores divided among this
     /// process's ranks ([`default_threads_per_rank`](crate::threads::default_threads_per_rank)).
     pub threads_per_rank: Option<usize>,
-    /// How each context group attends over the whole sequence. Default: the ring.
-    pub cp_mode: CpMode,
 }
 
 impl TrainerOptions {
@@ -66,7 +64,6 @@ impl TrainerOptions {
             nodes: None,
             meter: None,
             threads_per_rank: None,
-            cp_mode: CpMode::Ring,
         }
     }
 
@@ -92,12 +89,6 @@ impl TrainerOptions {
     /// Sets how each rank measures its peak memory (see [`TrainerOptions::meter`]).
     pub fn with_meter(mut self, meter: Arc<dyn MemoryMeter>) -> Self {
         self.meter = Some(meter);
-        self
-    }
-
-    /// Sets how each context group attends ([`TrainerOptions::cp_mode`]).
-    pub fn with_cp_mode(mut self, cp_mode: CpMode) -> Self {
-        self.cp_mode = cp_mode;
         self
     }
 

@@ -117,7 +117,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
         // materialize lazily initialized parameters here, once: a clone of an uninitialized
         // parameter would be initialized again (differently) by every rank
         let model = materialize(model);
-        if options.cp_mode == CpMode::Ulysses
+        if config.cp_mode == CpMode::Ulysses
             && config.cp > 1
             && let Some(heads) = model.layers.first().map(|layer| layer.attention.num_heads)
             && !heads.is_multiple_of(config.cp)
@@ -173,7 +173,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                 fault: options.fault,
                 meter: options.meter.clone(),
                 threads,
-                cp_mode: options.cp_mode,
+                cp_mode: config.cp_mode,
                 commands: command_rx,
                 replies: reply_tx.clone(),
             };

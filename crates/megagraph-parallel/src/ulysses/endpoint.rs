@@ -4,14 +4,17 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use burn::tensor::backend::Backend;
+use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use super::message::{UlyssesMessage, UlyssesTag};
 use crate::ParallelError;
+use crate::context::tensor_bytes;
 use crate::mesh::{Control, receive};
 
 /// One position's endpoint of a Ulysses group: a sender to every position, its inbox, the
@@ -29,6 +32,8 @@ pub struct UlyssesEndpoint<B: Backend> {
     early: Mutex<HashMap<(usize, UlyssesTag), FloatTensor<B>>>,
     control: Arc<Control>,
     failure: Mutex<Option<ParallelError>>,
+    /// Bytes of the parts sent to the other positions.
+    sent_bytes: AtomicU64,
 }
 
 impl<B: Backend> fmt::Debug for UlyssesEndpoint<B> {
@@ -76,6 +81,7 @@ impl<B: Backend> UlyssesEndpoint<B> {
                     early: Mutex::new(HashMap::new()),
                     control: control.clone(),
                     failure: Mutex::new(None),
+                    sent_bytes: AtomicU64::new(0),
                 })
             })
             .collect()
@@ -94,6 +100,11 @@ impl<B: Backend> UlyssesEndpoint<B> {
     /// The mesh rank of this endpoint (its position for a standalone group).
     pub fn rank(&self) -> usize {
         self.rank
+    }
+
+    /// Total bytes of the all-to-all parts this endpoint sent to the other positions.
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent_bytes.load(Ordering::Relaxed)
     }
 
     /// Stops every endpoint of this group (their waits return [`ParallelError::Aborted`]).
@@ -134,6 +145,8 @@ impl<B: Backend> UlyssesEndpoint<B> {
                 own = Some(part);
                 continue;
             }
+            self.sent_bytes
+                .fetch_add(tensor_bytes(part.shape(), part.dtype()), Ordering::Relaxed);
             self.peers[target]
                 .as_ref()
                 .ok_or_else(|| ParallelError::PeerGone {

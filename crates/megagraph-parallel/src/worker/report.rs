@@ -27,4 +27,7 @@ pub struct RankReport {
     /// What a dense `u8` index of the same rows would take (`batch x block rows x padded
     /// sequence`).
     pub dense_index_bytes: usize,
+    /// Bytes it sent to its context group during the step: ring blocks (keys, values, masks,
+    /// key/value gradients) or Ulysses all-to-all parts; 0 without context parallelism.
+    pub context_sent_bytes: u64,
 }

@@ -21,6 +21,11 @@ use crate::stage::StageModule;
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 impl<B: ContextParallelBackend> Worker<B> {
+    /// Bytes this rank's ring and Ulysses endpoints have sent so far.
+    fn context_sent_bytes(&self) -> u64 {
+        self.links.ring.sent_bytes() + self.links.ulysses.sent_bytes()
+    }
+
     pub(super) fn step<O: Optimizer<StageModule<B>, B>>(
         &mut self,
         plan: &StepPlan,
@@ -28,6 +33,7 @@ impl<B: ContextParallelBackend> Worker<B> {
     ) -> Result<(RankReport, Option<f64>), ParallelError> {
         let started = Instant::now();
         let ring_waited = self.links.ring.waited_seconds();
+        let context_sent = self.context_sent_bytes();
         self.waited.set(Duration::ZERO);
         self.index_bytes.set((0, 0));
         self.meter.reset_peak();
@@ -116,6 +122,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             peak_bytes: self.peak_bytes(),
             index_bytes: self.index_bytes.get().0,
             dense_index_bytes: self.index_bytes.get().1,
+            context_sent_bytes: self.context_sent_bytes() - context_sent,
         };
         Ok((report, reduced_loss))
     }

@@ -6,11 +6,15 @@
 //! holding `k` layers takes
 //!
 //! ```text
-//! [stage 0] embedding(r) + k * (dense(r) + ring_fwd + ring_bwd) + [last] head(r) + sends
-//! ring_fwd = (cp - 1) * max(q * attn_fwd(b), send(q * 2 b d e)) + q * attn_fwd(b)   (K, V travel)
-//! ring_bwd = (cp - 1) * max(q * attn_bwd(b), send(q * 4 b d e)) + q * attn_bwd(b)   (K, V, dK, dV)
+//! [stage 0] embedding(r) + k * (dense(r) + ctx_fwd + ctx_bwd) + [last] head(r) + sends
+//! ring:    ctx_fwd = (cp - 1) * max(q * attn_fwd(b), send(q * 2 b d e)) + q * attn_fwd(b)   (K, V)
+//!          ctx_bwd = (cp - 1) * max(q * attn_bwd(b), send(q * 4 b d e)) + q * attn_bwd(b)   (K, V, dK, dV)
+//! ulysses: ctx_fwd = cp * q * attn_fwd(b) + 4 * all_to_all(q b d e)     (q, k, v, output)
+//!          ctx_bwd = cp * q * attn_bwd(b) + 4 * all_to_all(q b d e)     (their gradients)
 //! sends    = [not last] send(r d e) forward + [not first] send(r d e) backward
 //! ```
+//!
+//! ([`ContextExchange`] has the context terms; the mesh's `cp_mode` picks the line.)
 //!
 //! each term split into its forward and backward pass (the sends belong to the pass that makes
 //! them). A step takes the 1F1B schedule of these passes over the `m` micro-batches
@@ -19,7 +23,8 @@
 //! bias is never communicated: every rank reads its own distance-index rows.
 
 use crate::cluster::ClusterSpec;
-use crate::comm::{point_to_point_seconds, ring_all_reduce_seconds, ring_attention_seconds};
+use crate::comm::{point_to_point_seconds, ring_all_reduce_seconds};
+use crate::context_exchange::{ContextExchange, ContextGroup};
 use crate::fitted::{FittedProfile, PartFit};
 use crate::memory::{MemoryBreakdown, MemoryModel};
 use crate::mesh::{GroupLink, CandidateMesh};
@@ -28,6 +33,7 @@ use crate::schedule::{BackwardOverlap, one_forward_one_backward_seconds};
 use crate::sharing::MachineSharing;
 use crate::stage_pass::StagePass;
 use crate::workload::{ModelShape, Workload};
+use megagraph_layout::CpMode;
 
 /// Everything needed to cost candidates of one planning problem.
 #[derive(Clone, Debug)]
@@ -48,7 +54,7 @@ pub struct CandidateCost {
     head: StagePass,
     layer_dense: StagePass,
     layer_attention_compute: StagePass,
-    layer_ring_exposed: StagePass,
+    context: ContextExchange,
     send: f64,
     overlap: BackwardOverlap,
     solo: Option<SoloRatios>,
@@ -126,21 +132,24 @@ impl CostModel {
 
         let attention_forward = fitted.attention.forward_seconds(q, block);
         let attention_backward = fitted.attention.backward_seconds(q, block);
-        let kv_forward = point_to_point_seconds(q * 2.0 * block * d * e, &context_link.link);
-        let kv_backward = point_to_point_seconds(q * 4.0 * block * d * e, &context_link.link);
         let cp = mesh.cp as f64;
+        // the same scores per rank in either mode (see `ContextExchange`)
         let attention_compute = StagePass {
             forward: cp * attention_forward,
             backward: cp * attention_backward,
         };
-        let ring_exposed = StagePass {
-            forward: (ring_attention_seconds(mesh.cp, attention_forward, kv_forward)
-                - attention_compute.forward)
-                .max(0.0),
-            backward: (ring_attention_seconds(mesh.cp, attention_backward, kv_backward)
-                - attention_compute.backward)
-                .max(0.0),
-        };
+        let context = ContextExchange::new(
+            mesh.cp_mode,
+            &ContextGroup {
+                ranks: mesh.cp,
+                block_bytes: rows * d * e,
+                block_compute: StagePass {
+                    forward: attention_forward,
+                    backward: attention_backward,
+                },
+                link: context_link.link,
+            },
+        );
         let part = |fit: &PartFit| StagePass {
             forward: fit.forward_seconds(rows),
             backward: fit.backward_seconds(rows),
@@ -159,7 +168,7 @@ impl CostModel {
             head: part(&fitted.head),
             layer_dense: part(&fitted.layer_dense),
             layer_attention_compute: attention_compute,
-            layer_ring_exposed: ring_exposed,
+            context,
             send: point_to_point_seconds(rows * d * e, &pipeline_link.link),
             overlap,
             solo: fitted.solo,
@@ -175,6 +184,11 @@ impl CandidateCost {
     /// The mesh.
     pub fn mesh(&self) -> &CandidateMesh {
         &self.mesh
+    }
+
+    /// One layer's context-parallel communication per micro-batch.
+    pub fn context_exchange(&self) -> &ContextExchange {
+        &self.context
     }
 
     /// Seconds per micro-batch (forward and backward, with its sends) of `stage` holding
@@ -260,12 +274,13 @@ impl CandidateCost {
             ("dense layer compute", times(self.layer_dense, k)),
             ("attention compute", times(self.layer_attention_compute, k)),
             (
-                if self.context_link.inter_node {
-                    "exposed ring K/V exchange (inter-node)"
-                } else {
-                    "exposed ring K/V exchange"
+                match (self.context.mode, self.context_link.inter_node) {
+                    (CpMode::Ring, false) => "exposed ring K/V exchange",
+                    (CpMode::Ring, true) => "exposed ring K/V exchange (inter-node)",
+                    (CpMode::Ulysses, false) => "Ulysses all-to-alls",
+                    (CpMode::Ulysses, true) => "Ulysses all-to-alls (inter-node)",
                 },
-                times(self.layer_ring_exposed, k),
+                times(self.context.exposed, k),
             ),
             ("head", only(self.head, last)),
             (

@@ -53,12 +53,14 @@ fn context_parallelism_splits_the_attention_work() {
         cp: 1,
         dp: 1,
         micro_batches: 8,
+        cp_mode: CpMode::Ring,
     });
     let two = model.candidate(CandidateMesh {
         pp: 1,
         cp: 2,
         dp: 1,
         micro_batches: 8,
+        cp_mode: CpMode::Ring,
     });
     let (t1, t2) = (one.stage_seconds(0, 16), two.stage_seconds(0, 16));
     // Quadratic attention work halves per rank; nothing much is exposed on NVLink.
@@ -78,6 +80,7 @@ fn slow_links_expose_the_ring_and_name_it() {
         cp: 4,
         dp: 1,
         micro_batches: 8,
+        cp_mode: CpMode::Ring,
     });
     let estimate = cost.estimate(&[16]);
     assert!(
@@ -97,6 +100,7 @@ fn pipeline_stage_times_include_the_sends() {
         cp: 1,
         dp: 1,
         micro_batches: 8,
+        cp_mode: CpMode::Ring,
     });
     let estimate = cost.estimate(&[8, 8]);
     assert_eq!(estimate.stage_seconds.len(), 2);
@@ -117,6 +121,7 @@ fn stages_of_one_machine_whose_backward_passes_wait_take_longer() {
         cp: 1,
         dp: 1,
         micro_batches: 8,
+        cp_mode: CpMode::Ring,
     };
     // pp = 2 on the first node
     let independent = model(50e9).candidate(mesh(2)).estimate(&[8, 8]);
@@ -173,6 +178,7 @@ fn stages_sharing_a_machine_run_faster_while_the_others_wait() {
         cp,
         dp: 1,
         micro_batches: 8,
+        cp_mode: CpMode::Ring,
     };
     // pp = 2 on the first machine: computing alone halves every part, not the transfers
     // (stage 0 sends its activations forward and nothing backward)
@@ -202,6 +208,7 @@ fn passes_split_every_stage_into_forward_and_backward() {
         cp: 2,
         dp: 1,
         micro_batches: 4,
+        cp_mode: CpMode::Ring,
     });
     for (stage, layers) in [(0, 3), (1, 5)] {
         let pass = cost.stage_pass(stage, layers);

@@ -31,8 +31,7 @@ impl<B: ContextParallelBackend> MeshEngine<B> {
         let source = Arc::new(DatasetSource::new(setup.data, setup.structure_dropout));
         let mut options = TrainerOptions::new(seq_len, sequences_per_step)
             .with_optimizer(setup.optimizer)
-            .with_timeout(setup.timeout)
-            .with_cp_mode(setup.cp_mode);
+            .with_timeout(setup.timeout);
         if let Some(nodes) = setup.nodes {
             options = options.with_nodes(nodes);
         }

@@ -13,7 +13,7 @@ use burn::optim::AdamWConfig;
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_graph::sequence::BlockReform;
 use megagraph_models::GraphTransformer;
-use megagraph_parallel::{CpMode, NodeConfig, OptimizerRecord};
+use megagraph_parallel::{NodeConfig, OptimizerRecord};
 
 use crate::data::SequenceDataset;
 use crate::error::Result;
@@ -115,6 +115,4 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub nodes: Option<NodeConfig>,
     /// How long a rank waits for a peer before failing (mesh engine only).
     pub timeout: Duration,
-    /// How each context group attends (mesh engine only).
-    pub cp_mode: CpMode,
 }

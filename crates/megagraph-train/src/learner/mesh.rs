@@ -135,7 +135,6 @@ where
                 rank_devices: placement.devices.clone(),
                 nodes: None,
                 timeout: placement.timeout,
-                cp_mode: megagraph_parallel::CpMode::Ring,
             };
             let model = learner.model().valid().into_inner();
             MeshEngine::start(placement.config.clone(), model, setup, first.sequences.len())

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use megagraph_models::GraphTransformerConfig;
-use megagraph_parallel::{ParallelConfig, ParallelConfigError, padded_len};
+use megagraph_parallel::{CpMode, ParallelConfig, ParallelConfigError, padded_len};
 use megagraph_calibrate::model_shape;
 use megagraph_planner::{ClusterSpec, Plan, PlanError, SearchOptions, Workload, plan_analytic};
 
@@ -52,10 +52,18 @@ impl StepShape {
 pub fn resolve_layout(mesh: &MeshConfig, model: &GraphTransformerConfig, steps: StepShape) -> Result<ParallelConfig> {
     let layers = model.num_layers;
     let config = match &mesh.plan {
-        Some(MeshPlan::Auto) => planned_for_cluster(mesh.cluster.as_deref(), model, steps)?,
+        Some(MeshPlan::Auto) => planned_for_cluster(mesh.cluster.as_deref(), mesh.cp_mode, model, steps)?,
         Some(MeshPlan::File(path)) => read_plan_file(path)?,
         None => from_fields(mesh, layers)?,
     };
+    // `mesh.cp_mode` (or --cp-mode), when set, overrides the plan's mode
+    let config = match mesh.cp_mode {
+        Some(cp_mode) => config.with_cp_mode(cp_mode),
+        None => config,
+    };
+    config
+        .validate_heads(model.num_heads)
+        .map_err(|error| layout_error(&error, false))?;
     // data parallelism spans the nodes: check the global layout
     let global = ParallelConfig {
         dp: config.dp * steps.nodes.max(1),
@@ -94,6 +102,7 @@ fn from_fields(mesh: &MeshConfig, layers: usize) -> Result<ParallelConfig> {
             dp: mesh.dp,
             micro_batches: mesh.micro_batches,
             stage_layers: stage_layers.clone(),
+            cp_mode: CpMode::Ring,
         }),
         None => ParallelConfig::uniform(mesh.pp, mesh.cp, mesh.dp, mesh.micro_batches, layers)
             .map_err(|error| layout_error(&error, false)),
@@ -122,6 +131,7 @@ fn layout_error(error: &ParallelConfigError, planned: bool) -> TrainError {
             ParallelConfigError::ContextDoesNotDivideSequence { .. } => "mesh.cp",
             ParallelConfigError::DataDoesNotDivideSequences { .. } => "mesh.dp",
             ParallelConfigError::MicroBatchesDoNotDivide { .. } => "mesh.micro_batches",
+            ParallelConfigError::HeadsNotMultipleOfContext { .. } => "mesh.cp_mode",
         }
     };
     let hint = if planned {
@@ -152,20 +162,26 @@ fn read_plan_file(path: &Path) -> Result<ParallelConfig> {
         ))
     })?;
     log::info!(
-        "plan {}: pp={} cp={} dp={} micro_batches={} stage_layers={:?}",
+        "plan {}: pp={} cp={} dp={} micro_batches={} stage_layers={:?} cp_mode={}",
         path.display(),
         layout.pp,
         layout.cp,
         layout.dp,
         layout.micro_batches,
-        layout.stage_layers
+        layout.stage_layers,
+        layout.cp_mode
     );
     Ok(layout)
 }
 
 /// Plans for `cluster` (or this machine, [`Machine::detect`]) with the planner's analytic
 /// profile.
-fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, steps: StepShape) -> Result<ParallelConfig> {
+fn planned_for_cluster(
+    cluster: Option<&Path>,
+    cp_mode: Option<CpMode>,
+    model: &GraphTransformerConfig,
+    steps: StepShape,
+) -> Result<ParallelConfig> {
     let cluster = match cluster {
         Some(path) => ClusterSpec::from_toml_file(path).map_err(PlanError::from)?,
         None => Machine::detect().cluster()?,
@@ -176,7 +192,11 @@ fn planned_for_cluster(cluster: Option<&Path>, model: &GraphTransformerConfig, s
         dtype_bytes: 4,
         near_pairs_per_row: steps.near_pairs_per_row,
     };
-    let report = plan_analytic(&cluster, &model_shape(model), &workload, &SearchOptions::default())?;
+    let options = SearchOptions {
+        cp_mode,
+        ..SearchOptions::default()
+    };
+    let report = plan_analytic(&cluster, &model_shape(model), &workload, &options)?;
     // the fastest plan whose chunks fill the smallest step of an epoch (the planner knows the
     // step, not the epoch's remainder)
     let chunks = |plan: &Plan| plan.layout.dp * steps.nodes.max(1) * plan.layout.micro_batches;
@@ -270,6 +290,47 @@ mod tests {
             }
             other => panic!("expected a plan-file error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_plan_files_cp_mode_applies_unless_the_mesh_overrides_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("plan.json");
+        let report = r#"{"best": {"pp": 1, "cp": 2, "dp": 1, "micro_batches": 1, "stage_layers": [3],
+            "cp_mode": "ulysses", "predicted_step_seconds": 1.0, "predicted_peak_bytes_per_device": 10,
+            "bottleneck": "x"}}"#;
+        std::fs::write(&path, report).unwrap_or_else(|e| panic!("{e}"));
+        let planned = MeshConfig {
+            plan: Some(MeshPlan::File(path)),
+            ..MeshConfig::default()
+        };
+        let config = resolve_layout(&planned, &model(3), STEPS).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((config.cp, config.cp_mode), (2, CpMode::Ulysses));
+        let forced = MeshConfig {
+            cp_mode: Some(CpMode::Ring),
+            ..planned
+        };
+        let config = resolve_layout(&forced, &model(3), STEPS).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.cp_mode, CpMode::Ring);
+        // without a plan: ring unless asked
+        let fields = resolve_layout(&MeshConfig::new(1, 2, 1, 1), &model(3), STEPS).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fields.cp_mode, CpMode::Ring);
+    }
+
+    #[test]
+    fn ulysses_with_heads_that_cp_does_not_divide_names_cp_mode() {
+        let ulysses = MeshConfig {
+            cp_mode: Some(CpMode::Ulysses),
+            ..MeshConfig::new(1, 3, 1, 1)
+        };
+        let heads = model(3).num_heads;
+        assert!(!heads.is_multiple_of(3), "the test needs a head count that 3 does not divide");
+        assert_eq!(field_of(resolve_layout(&ulysses, &model(3), STEPS)), "mesh.cp_mode");
+        let ring = MeshConfig {
+            cp_mode: Some(CpMode::Ring),
+            ..ulysses
+        };
+        assert!(resolve_layout(&ring, &model(3), STEPS).is_ok());
     }
 
     #[test]

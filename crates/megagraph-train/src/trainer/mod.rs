@@ -269,7 +269,6 @@ impl<'a> NodeClassificationTrainer<'a> {
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),
             timeout: Duration::from_secs(600),
-            cp_mode: self.config.mesh.cp_mode,
         };
         let Some(layout) = layout else {
             return Ok(Box::new(SingleDeviceEngine::new(model, setup)));
