@@ -156,7 +156,11 @@ mod tests {
         assert!((exchange.exposed.backward - 4.0 * one).abs() < 1e-12);
         assert!((exchange.forward_bytes - 750.0).abs() < 1e-12);
         assert!((exchange.bytes_per_layer() - 8.0 * 750.0).abs() < 1e-9);
-        assert!(exchange.describe().starts_with("4 all-to-alls of 750 B"), "{}", exchange.describe());
+        assert!(
+            exchange.describe().starts_with("4 all-to-alls of 750 B"),
+            "{}",
+            exchange.describe()
+        );
     }
 
     #[test]
@@ -170,7 +174,11 @@ mod tests {
         // compute long enough hides it all
         let hidden = ContextExchange::new(CpMode::Ring, &group(4, 100.0));
         assert_eq!(hidden.exposed, StagePass::default());
-        assert!(hidden.describe().starts_with("3 ring steps of 2.0 kB"), "{}", hidden.describe());
+        assert!(
+            hidden.describe().starts_with("3 ring steps of 2.0 kB"),
+            "{}",
+            hidden.describe()
+        );
     }
 
     #[test]
