@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! ring     fwd: cp - 1 steps, send(q 2 b d e) each (K, V), overlapped with attn_fwd(b)
-//!          bwd: cp - 1 steps, send(q 4 b d e) each (K, V, dK, dV), overlapped with attn_bwd(b)
+//!          bwd: cp - 1 steps, send(q 4 b d e) each (K, V, dK, dV), overlapped with attn_bwd(b),
+//!               then send(q 2 b d e) once (dK, dV go home to their owner), not overlapped
 //! ulysses  fwd: 4 all-to-alls (q, k, v scatter the heads; the output comes back) of q b d e
 //!          held per rank, (cp - 1) / cp of it sent; not overlapped
 //!          bwd: 4 all-to-alls of their gradients, the same sizes
@@ -37,6 +38,9 @@ pub struct ContextExchange {
     pub forward_bytes: f64,
     /// Bytes one rank sends per backward message.
     pub backward_bytes: f64,
+    /// Bytes one rank sends once per layer after the backward's last step: the ring returns the
+    /// finished key and value gradients to their owner (`2 q b d e`); nothing under Ulysses.
+    pub return_bytes: f64,
     /// Seconds per layer the rank waits for the exchange beyond its attention compute.
     pub exposed: StagePass,
 }
@@ -62,6 +66,7 @@ impl ContextExchange {
             messages_per_pass: 0,
             forward_bytes: 0.0,
             backward_bytes: 0.0,
+            return_bytes: 0.0,
             exposed: StagePass::default(),
         };
         if group.ranks <= 1 {
@@ -71,17 +76,21 @@ impl ContextExchange {
         match mode {
             CpMode::Ring => {
                 let (forward_bytes, backward_bytes) = (2.0 * group.block_bytes, 4.0 * group.block_bytes);
+                let return_bytes = 2.0 * group.block_bytes;
                 let exposed = |compute: f64, bytes: f64| {
                     let comm = point_to_point_seconds(bytes, &group.link);
                     (ring_attention_seconds(group.ranks, compute, comm) - cp * compute).max(0.0)
                 };
+                // the return hop follows the last block's compute, so nothing hides it
+                let returned = point_to_point_seconds(return_bytes, &group.link);
                 Self {
                     messages_per_pass: group.ranks - 1,
                     forward_bytes,
                     backward_bytes,
+                    return_bytes,
                     exposed: StagePass {
                         forward: exposed(group.block_compute.forward, forward_bytes),
-                        backward: exposed(group.block_compute.backward, backward_bytes),
+                        backward: exposed(group.block_compute.backward, backward_bytes) + returned,
                     },
                     ..none
                 }
@@ -106,7 +115,7 @@ impl ContextExchange {
 
     /// Bytes one rank sends per layer and micro-batch, forward and backward.
     pub fn bytes_per_layer(&self) -> f64 {
-        self.messages_per_pass as f64 * (self.forward_bytes + self.backward_bytes)
+        self.messages_per_pass as f64 * (self.forward_bytes + self.backward_bytes) + self.return_bytes
     }
 
     /// The exchange in words, e.g. `4 all-to-alls of 1.2 MB per layer forward (0.31 ms
@@ -169,11 +178,15 @@ mod tests {
         let exchange = ContextExchange::new(CpMode::Ring, &group(4, 1.0));
         assert_eq!(exchange.messages_per_pass, 3);
         assert!((exchange.exposed.forward - 3.0 * 19.5).abs() < 1e-9);
-        // backward: K, V, dK, dV 4000 B -> 40.5 s per step against 2 s
-        assert!((exchange.exposed.backward - 3.0 * 38.5).abs() < 1e-9);
-        // compute long enough hides it all
+        // backward: K, V, dK, dV 4000 B -> 40.5 s per step against 2 s, then dK, dV go home
+        // (2000 B -> 20.5 s, after the last compute)
+        assert!((exchange.exposed.backward - (3.0 * 38.5 + 20.5)).abs() < 1e-9);
+        // 3 steps of 2000 B forward and 4000 B backward, and the 2000 B return
+        assert!((exchange.bytes_per_layer() - (3.0 * 6000.0 + 2000.0)).abs() < 1e-9);
+        // compute long enough hides all but the return
         let hidden = ContextExchange::new(CpMode::Ring, &group(4, 100.0));
-        assert_eq!(hidden.exposed, StagePass::default());
+        assert_eq!(hidden.exposed.forward, 0.0);
+        assert!((hidden.exposed.backward - 20.5).abs() < 1e-9);
         assert!(
             hidden.describe().starts_with("3 ring steps of 2.0 kB"),
             "{}",
