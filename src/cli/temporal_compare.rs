@@ -8,7 +8,7 @@ use clap::Args;
 use megagraph_temporal::{Quiet, TemporalReport, TemporalScheme, TemporalTrainConfig, TemporalTrainer};
 
 use super::error::Result;
-use super::temporal::{TemporalOptions, load_announced, temporal_scheme_parser};
+use super::temporal::options::{TemporalOptions, load_announced, temporal_scheme_parser};
 
 /// `megagraph temporal compare`.
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ use megagraph_models::temporal::{EmbeddingKind, TemporalModelConfig, TemporalPre
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TemporalTrainError};
-use crate::workers::TemporalScheme;
+use crate::scheme::TemporalScheme;
 
 /// Configuration of a temporal link-prediction run. Unset options take the model's TGL default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

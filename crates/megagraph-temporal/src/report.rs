@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::workers::TemporalScheme;
+use crate::scheme::TemporalScheme;
 
 /// One training epoch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

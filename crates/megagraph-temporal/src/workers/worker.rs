@@ -15,14 +15,13 @@ use super::plan::EpochPlan;
 use super::store::{MemoryStore, NodeRows};
 use crate::error::Result;
 use crate::state::NodeState;
-use crate::trainer::{Setup, TemporalTrainer};
+use crate::forward::forward_batch;
+use crate::setup::Setup;
 
 /// What every worker of an epoch shares.
 pub(crate) struct WorkerContext<'a> {
-    /// The run's trainer (configuration, data, the batch's forward pass).
-    pub trainer: &'a TemporalTrainer<'a>,
-    /// Samplers and the model's configuration.
-    pub setup: &'a Setup,
+    /// The run: configuration, data, samplers and the model's configuration.
+    pub setup: &'a Setup<'a>,
     /// The epoch's steps.
     pub plan: &'a EpochPlan,
     /// Where memory is reconciled.
@@ -84,10 +83,10 @@ where
     O: Optimizer<TemporalModel<B>, B>,
 {
     let reducer = ReplicaGradients::register::<B, _>(rank, world, &model, device)?;
-    let (trainer, setup) = (context.trainer, context.setup);
-    let stream = &trainer.data().stream;
-    let learning_rate = trainer.config().learning_rate;
-    let tensors = trainer.tensors::<B>(setup, device);
+    let setup = context.setup;
+    let stream = &setup.data.stream;
+    let learning_rate = setup.config.learning_rate;
+    let tensors = setup.tensors::<B>(device);
     let mut outcome_loss = 0.0;
     let (mut batches, mut sync_bytes, mut step_seconds) = (0, 0, 0.0);
     // node -> the latest event that wrote it since the last exchange
@@ -103,7 +102,7 @@ where
                     .sample(batch.phase.negative_key(), batch.index as u64, batch.events.len(), 1);
             let _graph = graph_lock();
             let fresh = fresh_leaves(model.clone());
-            let forward = trainer.forward_batch(
+            let forward = forward_batch(
                 setup,
                 &fresh,
                 state.as_mut(),
