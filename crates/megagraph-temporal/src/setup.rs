@@ -2,6 +2,7 @@
 //! against the data, the samplers, the negatives and the time origin.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use burn::tensor::backend::Backend;
 use megagraph_graph::temporal::{
@@ -34,6 +35,9 @@ pub(crate) struct Setup<'a> {
     pub(crate) time_origin: f64,
     /// DepBloom's windows of the stream, sharded over the workers by topology.
     pub(crate) shards: Option<WindowShards>,
+    /// How long the background memory write-back waits before each write: zero, but for tests
+    /// that check a deferred write completes before its node's next read however slow it is.
+    pub(crate) write_back_delay: Duration,
 }
 
 impl<'a> Setup<'a> {
@@ -95,6 +99,7 @@ impl<'a> Setup<'a> {
                 )?),
                 _ => None,
             },
+            write_back_delay: Duration::ZERO,
         })
     }
 

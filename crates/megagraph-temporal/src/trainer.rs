@@ -4,13 +4,9 @@
 //! memory is deferred: a batch reads the memory and mails earlier batches wrote; after the
 //! optimizer step, the batch writes the memory and mail of each node's last event in it. The
 //! memory is reset at every epoch's start and carries from training into validation and test.
-//! The parameters and memory of the epoch with the best validation AP are tested.
-//!
-//! With intra-batch memory refinement ([`TemporalTrainConfig::refine`] = c > 1, DepBloom's
-//! IMR(c)) a training batch runs as chronological chunks of `ceil(batch_size / c)` events: each chunk's memory and mails are
-//! written before the next chunk reads them, the chunks' losses (weighted by their events) sum
-//! to the batch's, and one optimizer step follows. Chunk boundaries then bound memory staleness
-//! as small batches would, at one step per large batch.
+//! The parameters and memory of the epoch with the best validation AP are tested. A batch's
+//! forward pass (with intra-batch memory refinement) is in `forward.rs`, the multi-worker epoch
+//! in `workers/`.
 
 use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
@@ -26,7 +22,7 @@ use crate::config::TemporalTrainConfig;
 use crate::dataset::TemporalDataset;
 use crate::error::{Result, TemporalTrainError};
 use crate::evaluate::evaluate;
-use crate::forward::forward_batch;
+use crate::forward::{forward_chunks, prepare_chunks};
 use crate::observer::TemporalObserver;
 use crate::report::{TemporalEpoch, TemporalReport};
 use crate::setup::Setup;
@@ -38,6 +34,8 @@ pub struct TemporalTrainer<'a> {
     config: &'a TemporalTrainConfig,
     data: &'a TemporalDataset,
     resume: bool,
+    /// See [`Setup::write_back_delay`].
+    write_back_delay: std::time::Duration,
 }
 
 /// Progress saved with every checkpoint.
@@ -73,6 +71,7 @@ impl<'a> TemporalTrainer<'a> {
             config,
             data,
             resume: false,
+            write_back_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -80,6 +79,13 @@ impl<'a> TemporalTrainer<'a> {
     /// starts afresh). The run then equals the uninterrupted one exactly.
     pub fn with_resume(mut self, resume: bool) -> Self {
         self.resume = resume;
+        self
+    }
+
+    /// Delays every deferred memory write-back by `delay` (a test of their ordering).
+    #[cfg(test)]
+    pub(crate) fn with_write_back_delay(mut self, delay: std::time::Duration) -> Self {
+        self.write_back_delay = delay;
         self
     }
 
@@ -94,7 +100,8 @@ impl<'a> TemporalTrainer<'a> {
         device: &B::Device,
         observer: &mut dyn TemporalObserver,
     ) -> Result<TemporalReport> {
-        let setup = Setup::new(self.config, self.data)?;
+        let mut setup = Setup::new(self.config, self.data)?;
+        setup.write_back_delay = self.write_back_delay;
         let config = self.config;
         B::seed(device, config.seed);
         // Burn initializes parameters lazily, and a clone of an uninitialized parameter draws
@@ -221,6 +228,8 @@ impl<'a> TemporalTrainer<'a> {
         let config = TemporalTrainConfig {
             checkpoint_dir: None,
             epochs: 0,
+            // exact: a run resumes with or without it
+            critical_path: None,
             ..self.config.clone()
         };
         let stream = &self.data.stream;
@@ -254,7 +263,8 @@ impl<'a> TemporalTrainer<'a> {
         for (index, events) in batches.iter().enumerate() {
             let negatives = setup.negatives.sample(phase.negative_key(), index as u64, events.len(), 1);
             let events: Vec<usize> = events.clone().collect();
-            let forward = forward_batch(setup, &model, state.as_deref_mut(), &events, &negatives, phase, index, &tensors)?;
+            let chunks = prepare_chunks(setup, &events, &negatives, phase, index)?;
+            let forward = forward_chunks(setup, &model, state.as_deref_mut(), &chunks, &tensors)?;
             let Some(loss) = forward.loss else { continue };
             let value: f64 = loss.clone().into_scalar().elem();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -313,6 +323,7 @@ impl<'a> TemporalTrainer<'a> {
             sync_bytes_per_epoch: run.sync_bytes as f64 / run.epoch.max(1) as f64,
             events_per_worker: run.events_per_worker.clone(),
             critical_path_seconds_per_batch: run.critical_seconds / run.critical_steps.max(1) as f64,
+            critical_path: self.config.defers_write_back(),
         })
     }
 }

@@ -57,6 +57,11 @@ pub struct TemporalOptions {
     /// DepBloom's window in events (4 × batch size × workers).
     #[arg(long, value_name = "W")]
     pub window: Option<usize>,
+    /// Write every memory write-back on the critical path. By default DepBloom's workers write
+    /// only the memory of the nodes their next batch reads at once and defer the rest to a
+    /// background thread (exact: the numbers do not change); the other schemes never defer.
+    #[arg(long)]
+    pub no_critical_path: bool,
 }
 
 /// Where the event stream comes from: one data flag, or the synthetic stream.
@@ -135,6 +140,7 @@ impl TemporalOptions {
             mrr_negatives: self.mrr_negatives.unwrap_or(defaults.mrr_negatives),
             node_embedding: self.node_embedding.or(defaults.node_embedding),
             window: self.window.or(defaults.window),
+            critical_path: if self.no_critical_path { Some(false) } else { defaults.critical_path },
             ..defaults
         }
     }

@@ -24,6 +24,12 @@
 //!   window's start; the exchange at the window's end applies the latest event's row of every
 //!   node, owned or shared.
 //!
+//! **Critical path** (DepBloom, [`TemporalTrainConfig::defers_write_back`](crate::TemporalTrainConfig::defers_write_back)):
+//! the plan fixes every worker's batches ahead of time, so after a step a worker writes at once
+//! only the memory of the nodes its next batch reads and leaves the rest to a background
+//! thread, which completes it before the nodes' next read (`write_back.rs`). The numbers do
+//! not change; the time a step waits does.
+//!
 //! At one worker every scheme runs exactly the single-worker loop (same batches, negatives,
 //! samples and updates). The workers' forward and backward passes are serialized by a lock
 //! while Burn's autodiff server drops gradients under concurrent backward passes (see
@@ -35,6 +41,9 @@ mod plan;
 mod replicas;
 mod store;
 mod worker;
+mod write_back;
+#[cfg(test)]
+mod critical_path_tests;
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -117,6 +126,7 @@ where
         plan: &plan,
         store: &store,
         shares_memory: scheme.shares_memory(),
+        critical_path: config.defers_write_back(),
     };
     let nodes = setup.data.stream.num_nodes();
     let results: Vec<Result<WorkerOutcome<B, O>>> = std::thread::scope(|scope| {
