@@ -106,6 +106,49 @@ fn train_reports_the_workers_counters() {
     assert_eq!(report["events_per_worker"].as_array().unwrap().len(), 2);
 }
 
+/// `--no-critical-path` writes every memory write-back at once: DepBloom's numbers stay the
+/// same to the bit (one worker: no dropout order between workers to vary), the report says
+/// which way it ran.
+#[test]
+fn no_critical_path_changes_no_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports: Vec<serde_json::Value> = [false, true]
+        .into_iter()
+        .map(|off| {
+            let out = dir.path().join(format!("report-{off}.json"));
+            let mut args = vec![
+                "temporal",
+                "train",
+                "--workers",
+                "1",
+                "--scheme",
+                "depbloom",
+                "--metrics-out",
+                out.to_str().unwrap(),
+            ];
+            args.extend(TINY);
+            if off {
+                args.push("--no-critical-path");
+            }
+            let output = megagraph(&args);
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(reports[0]["critical_path"], true);
+    assert_eq!(reports[1]["critical_path"], false);
+    let losses = |r: &serde_json::Value| {
+        r["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["loss"].as_f64(), e["valid_ap"].as_f64()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(losses(&reports[0]), losses(&reports[1]));
+    assert_eq!(reports[0]["test_ap"], reports[1]["test_ap"]);
+}
+
 #[test]
 fn several_workers_without_a_scheme_is_a_clear_error() {
     let mut args = vec!["temporal", "train", "--workers", "2"];

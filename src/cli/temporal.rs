@@ -4,18 +4,19 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
-use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use indicatif::ProgressBar;
-use megagraph_graph::temporal::{InteractionConfig, SplitFractions, WindowShards};
-use megagraph_models::temporal::TemporalPreset;
+use megagraph_graph::temporal::{SplitFractions, WindowShards};
 use megagraph_temporal::{
-    TemporalDataset, TemporalScheme, TemporalEpoch, TemporalObserver, TemporalReport, TemporalSource, TemporalTrainConfig,
-    TemporalTrainError, TemporalTrainer, write_temporal_curves,
+    TemporalDataset, TemporalEpoch, TemporalObserver, TemporalReport, TemporalScheme, TemporalSource,
+    TemporalTrainConfig, TemporalTrainError, TemporalTrainer, write_temporal_curves,
 };
 
+pub(super) mod options;
+
 pub use super::temporal_compare::TemporalCompareArgs;
-use super::error::{CliError, Result};
+use options::{TemporalDataArgs, TemporalOptions, load_announced, temporal_scheme_parser};
+use super::error::Result;
 use super::progress_bar;
 
 /// `megagraph temporal <COMMAND>`.
@@ -63,54 +64,6 @@ pub struct TemporalShardsArgs {
     pub json: Option<PathBuf>,
 }
 
-/// The training flags `train` and `compare` share.
-#[derive(Debug, Args)]
-pub struct TemporalOptions {
-    /// The model.
-    #[arg(long, value_name = "NAME", default_value = "tgn", value_parser = temporal_preset_parser())]
-    pub model: TemporalPreset,
-    /// The event stream.
-    #[command(flatten)]
-    pub data: TemporalDataArgs,
-    /// Events per batch (600).
-    #[arg(long, value_name = "N")]
-    pub batch_size: Option<usize>,
-    /// Intra-batch memory refinement IMR(C): each training batch runs as C chronological
-    /// chunks, later chunks reading the memory earlier ones wrote (1 = off).
-    #[arg(long, value_name = "C")]
-    pub refine: Option<usize>,
-    /// Events per validation and test batch (the training batch size).
-    #[arg(long, value_name = "N")]
-    pub eval_batch_size: Option<usize>,
-    /// Training epochs at most (10).
-    #[arg(long, value_name = "N")]
-    pub epochs: Option<usize>,
-    /// Epochs without a better validation AP before stopping (3).
-    #[arg(long, value_name = "N")]
-    pub patience: Option<usize>,
-    /// Adam's learning rate (5e-4).
-    #[arg(long, value_name = "LR")]
-    pub lr: Option<f64>,
-    /// Width of memory, time encodings, embeddings and learned node inputs (100).
-    #[arg(long, value_name = "D")]
-    pub dim: Option<usize>,
-    /// Width of the learned vector per node on data without node features; 0: none (--dim).
-    #[arg(long, value_name = "D")]
-    pub node_embedding: Option<usize>,
-    /// Dropout (0.1).
-    #[arg(long, value_name = "P")]
-    pub dropout: Option<f64>,
-    /// Negatives per test event for MRR; 0: no MRR (49).
-    #[arg(long, value_name = "K")]
-    pub mrr_negatives: Option<usize>,
-    /// Seed of parameters, dropout, negatives and sampling (0).
-    #[arg(long, value_name = "S")]
-    pub seed: Option<u64>,
-    /// DepBloom's window in events (4 × batch size × workers).
-    #[arg(long, value_name = "W")]
-    pub window: Option<usize>,
-}
-
 /// `megagraph temporal train`.
 #[derive(Debug, Args)]
 pub struct TemporalTrainArgs {
@@ -138,87 +91,6 @@ pub struct TemporalTrainArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// Where the event stream comes from: one data flag, or the synthetic stream.
-#[derive(Debug, Args)]
-pub struct TemporalDataArgs {
-    /// A dataset directory in the shared temporal layout (edges.csv.gz + meta.json).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["jodie", "tgl"])]
-    pub dataset: Option<PathBuf>,
-    /// A JODIE raw CSV (user_id,item_id,timestamp,state_label,features...).
-    #[arg(long, value_name = "FILE", conflicts_with = "tgl")]
-    pub jodie: Option<PathBuf>,
-    /// A TGL edges.csv (,src,dst,time,ext_roll).
-    #[arg(long, value_name = "FILE")]
-    pub tgl: Option<PathBuf>,
-    /// Edge features of --tgl: one row of floats per event.
-    #[arg(long, value_name = "FILE", requires = "tgl")]
-    pub tgl_features: Option<PathBuf>,
-    /// Events in the synthetic stream (without a data flag).
-    #[arg(long, value_name = "N")]
-    pub synthetic_events: Option<usize>,
-}
-
-/// `--scheme`: one of [`TemporalScheme::ALL`] by name.
-pub(super) fn temporal_scheme_parser() -> impl TypedValueParser<Value = TemporalScheme> {
-    PossibleValuesParser::new(TemporalScheme::ALL.map(|(name, _)| name))
-        // the names were checked against the same list
-        .map(|name| TemporalScheme::from_name(&name).unwrap_or(TemporalScheme::Minibatch))
-}
-
-/// `--model`: one of [`TemporalPreset::ALL`] by name.
-pub(super) fn temporal_preset_parser() -> impl TypedValueParser<Value = TemporalPreset> {
-    PossibleValuesParser::new(TemporalPreset::ALL.map(|(name, _)| name))
-        // the names were checked against the same list
-        .map(|name| TemporalPreset::from_name(&name).unwrap_or(TemporalPreset::Tgn))
-}
-
-impl TemporalDataArgs {
-    pub(super) fn source(&self) -> Result<TemporalSource> {
-        if self.synthetic_events.is_some() && (self.dataset.is_some() || self.jodie.is_some() || self.tgl.is_some()) {
-            return Err(CliError::flag("synthetic-events", "only applies without --dataset, --jodie or --tgl"));
-        }
-        Ok(if let Some(dir) = &self.dataset {
-            TemporalSource::Dir(dir.clone())
-        } else if let Some(file) = &self.jodie {
-            TemporalSource::Jodie(file.clone())
-        } else if let Some(edges) = &self.tgl {
-            TemporalSource::Tgl {
-                edges: edges.clone(),
-                features: self.tgl_features.clone(),
-            }
-        } else {
-            let defaults = InteractionConfig::default();
-            TemporalSource::Synthetic(InteractionConfig {
-                num_events: self.synthetic_events.unwrap_or(defaults.num_events),
-                ..defaults
-            })
-        })
-    }
-}
-
-impl TemporalOptions {
-    /// The flags given, over [`TemporalTrainConfig::default`] (the one place of the defaults).
-    pub(super) fn config(&self) -> TemporalTrainConfig {
-        let defaults = TemporalTrainConfig::default();
-        TemporalTrainConfig {
-            model: self.model,
-            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            refine: self.refine.unwrap_or(defaults.refine),
-            eval_batch_size: self.eval_batch_size.or(defaults.eval_batch_size),
-            epochs: self.epochs.unwrap_or(defaults.epochs),
-            patience: self.patience.unwrap_or(defaults.patience),
-            learning_rate: self.lr.unwrap_or(defaults.learning_rate),
-            seed: self.seed.unwrap_or(defaults.seed),
-            dim: self.dim.unwrap_or(defaults.dim),
-            dropout: self.dropout.unwrap_or(defaults.dropout),
-            mrr_negatives: self.mrr_negatives.unwrap_or(defaults.mrr_negatives),
-            node_embedding: self.node_embedding.or(defaults.node_embedding),
-            window: self.window.or(defaults.window),
-            ..defaults
-        }
-    }
-}
-
 impl TemporalTrainArgs {
     /// The run's configuration: the shared flags, the workers and where checkpoints go.
     fn config(&self) -> TemporalTrainConfig {
@@ -238,22 +110,6 @@ pub fn temporal(args: &TemporalArgs) -> Result<()> {
         TemporalCommand::Shards(args) => shards(args),
         TemporalCommand::Compare(args) => super::temporal_compare::compare(args),
     }
-}
-
-/// Loads the stream `data` names, split as `config` says, and tells what it holds.
-pub(super) fn load_announced(data: &TemporalDataArgs, config: &TemporalTrainConfig) -> Result<TemporalDataset> {
-    let data = TemporalDataset::load(&data.source()?, config.split)?;
-    eprintln!(
-        "{}: {} nodes, {} events (train {}, valid {}, test {}); model {}",
-        data.name,
-        data.stream.num_nodes(),
-        data.stream.len(),
-        data.split.train.len(),
-        data.split.valid.len(),
-        data.split.test.len(),
-        config.model.name()
-    );
-    Ok(data)
 }
 
 fn train(args: &TemporalTrainArgs) -> Result<()> {

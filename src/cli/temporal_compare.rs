@@ -8,7 +8,7 @@ use clap::Args;
 use megagraph_temporal::{Quiet, TemporalReport, TemporalScheme, TemporalTrainConfig, TemporalTrainer};
 
 use super::error::Result;
-use super::temporal::{TemporalOptions, load_announced, temporal_scheme_parser};
+use super::temporal::options::{TemporalOptions, load_announced, temporal_scheme_parser};
 
 /// `megagraph temporal compare`.
 #[derive(Debug, Args)]
@@ -44,6 +44,7 @@ struct CompareRow {
     test_ap: f64,
     sync_bytes_per_epoch: f64,
     critical_path_seconds_per_batch: f64,
+    critical_path: bool,
     events_per_worker: Vec<usize>,
     epochs_run: usize,
 }
@@ -59,6 +60,7 @@ impl CompareRow {
             test_ap: report.test_ap,
             sync_bytes_per_epoch: report.sync_bytes_per_epoch,
             critical_path_seconds_per_batch: report.critical_path_seconds_per_batch,
+            critical_path: report.critical_path,
             events_per_worker: report.events_per_worker.clone(),
             epochs_run: report.epochs_run,
         }
@@ -74,6 +76,7 @@ impl CompareRow {
             "test_ap": self.test_ap,
             "sync_bytes_per_epoch": self.sync_bytes_per_epoch,
             "critical_path_seconds_per_batch": self.critical_path_seconds_per_batch,
+            "critical_path": self.critical_path,
             "events_per_worker": self.events_per_worker,
             "epochs_run": self.epochs_run,
         })

@@ -7,7 +7,7 @@ use megagraph_models::temporal::{EmbeddingKind, TemporalModelConfig, TemporalPre
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TemporalTrainError};
-use crate::workers::TemporalScheme;
+use crate::scheme::TemporalScheme;
 
 /// Configuration of a temporal link-prediction run. Unset options take the model's TGL default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,6 +66,14 @@ pub struct TemporalTrainConfig {
     /// DepBloom's window in events; unset: 4 × `batch_size` × `workers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<usize>,
+    /// DepBloom's critical-path optimization, for the workers of a `scheme`: after each step a
+    /// worker writes the memory and mails of the nodes its next batch reads ("hot") at once,
+    /// and hands the others ("cold") to a background thread, which completes them before the
+    /// nodes' next read. Exact: it changes when the state is written, never a number.
+    /// Unset: on for DepBloom, off for the baselines (mini-batch, epoch and memory
+    /// parallelism, as DistTGL runs them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_path: Option<bool>,
 }
 
 /// Whether `value` is 1 (the default worker count, left out of checkpoint fingerprints).
@@ -96,6 +104,7 @@ impl Default for TemporalTrainConfig {
             workers: 1,
             scheme: None,
             window: None,
+            critical_path: None,
         }
     }
 }
@@ -123,6 +132,9 @@ impl TemporalTrainConfig {
         }
         if self.workers > 1 && self.scheme.is_none() {
             return invalid("scheme", "must be given for more than one worker");
+        }
+        if self.critical_path == Some(true) && self.scheme.is_none() {
+            return invalid("critical-path", "applies to the workers of a scheme: give one");
         }
         if self.window == Some(0) {
             return invalid("window", "must be at least 1 event");
@@ -174,6 +186,12 @@ impl TemporalTrainConfig {
         self.window.unwrap_or(4 * self.batch_size * self.workers)
     }
 
+    /// Whether the workers defer cold memory write-backs off the critical path:
+    /// `critical_path`, else on for DepBloom only; never without a scheme.
+    pub fn defers_write_back(&self) -> bool {
+        self.scheme.is_some() && self.critical_path.unwrap_or(self.scheme == Some(TemporalScheme::Depbloom))
+    }
+
     /// Width of the learned node inputs on data without node features.
     pub fn node_embedding_dim(&self) -> usize {
         self.node_embedding.unwrap_or(self.dim)
@@ -218,6 +236,13 @@ mod tests {
         assert_eq!(tgn.sampler().fanouts, vec![10]);
         assert_eq!(tgn.model_config(50, 3).embedded_nodes, 50);
         let without = TemporalTrainConfig { node_embedding: Some(0), ..Default::default() };
+        assert!(!tgn.defers_write_back());
+        let depbloom = TemporalTrainConfig { scheme: Some(TemporalScheme::Depbloom), ..Default::default() };
+        assert!(depbloom.defers_write_back());
+        assert!(!TemporalTrainConfig { critical_path: Some(false), ..depbloom }.defers_write_back());
+        let minibatch = TemporalTrainConfig { scheme: Some(TemporalScheme::Minibatch), ..Default::default() };
+        assert!(!minibatch.defers_write_back());
+        assert!(TemporalTrainConfig { critical_path: Some(true), ..minibatch }.defers_write_back());
         assert_eq!(without.model_config(50, 3).embedded_nodes, 0);
         assert_eq!(tgn.model_config(50, 3).dim_edge, 3);
         for (config, field) in [
@@ -230,6 +255,7 @@ mod tests {
             (TemporalTrainConfig { workers: 0, ..Default::default() }, "workers"),
             (TemporalTrainConfig { workers: 2, ..Default::default() }, "scheme"),
             (TemporalTrainConfig { window: Some(0), ..Default::default() }, "window"),
+            (TemporalTrainConfig { critical_path: Some(true), ..Default::default() }, "critical-path"),
         ] {
             match config.validate() {
                 Err(TemporalTrainError::InvalidConfig { field: f, .. }) => assert_eq!(f, field),

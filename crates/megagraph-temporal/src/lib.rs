@@ -10,14 +10,19 @@
 //!   parallelism, DepBloom), with `workers` and `scheme` in [`TemporalTrainConfig`].
 //! - [`metrics`]: AP (over a split and per batch), ROC AUC and MRR.
 
+mod batches;
 mod config;
 mod curves;
 mod dataset;
 mod error;
+mod evaluate;
+mod forward;
 pub mod metrics;
 mod observer;
 mod prepare;
 mod report;
+mod scheme;
+mod setup;
 mod state;
 mod tensors;
 mod trainer;
@@ -33,4 +38,4 @@ pub use report::{TemporalEpoch, TemporalReport};
 pub use state::{NodeState, NodeStateData};
 pub use tensors::BatchTensors;
 pub use trainer::TemporalTrainer;
-pub use workers::TemporalScheme;
+pub use scheme::TemporalScheme;

@@ -67,6 +67,13 @@ impl PreparedBatch {
     pub fn num_events(&self) -> usize {
         self.events.len()
     }
+
+    /// The nodes whose memory the batch reads: its roots and sampled neighbours (padding
+    /// included), repeats kept.
+    pub(crate) fn memory_reads(&self) -> impl Iterator<Item = usize> + '_ {
+        let hops = self.hops.iter().flat_map(|hop| hop.neighbors.iter());
+        self.roots.iter().chain(hops).map(|&node| node as usize)
+    }
 }
 
 impl Neighbourhood {

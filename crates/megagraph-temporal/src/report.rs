@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::workers::TemporalScheme;
+use crate::scheme::TemporalScheme;
 
 /// One training epoch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,10 +70,17 @@ pub struct TemporalReport {
     /// Training events each worker ran per epoch.
     #[serde(default)]
     pub events_per_worker: Vec<usize>,
-    /// Seconds per step on the critical path: from a step's start to the point the next step
-    /// can start (after the all-reduce, the memory write and the exchange), mean over steps.
+    /// Seconds per step on the critical path, mean over steps: from a step's start to the point
+    /// the next step can start (worker 0: its batch, the all-reduce, the optimizer step, the
+    /// memory write-back done at once, any wait for a deferred one, and the memory exchange).
+    /// Write-backs deferred to the background (critical-path optimization) do not count; the
+    /// single-worker loop counts its whole epoch.
     #[serde(default)]
     pub critical_path_seconds_per_batch: f64,
+    /// Whether the workers deferred cold memory write-backs off the critical path
+    /// ([`TemporalTrainConfig::critical_path`](crate::TemporalTrainConfig::critical_path)).
+    #[serde(default)]
+    pub critical_path: bool,
 }
 
 fn one() -> usize {

@@ -4,38 +4,29 @@
 //! memory is deferred: a batch reads the memory and mails earlier batches wrote; after the
 //! optimizer step, the batch writes the memory and mail of each node's last event in it. The
 //! memory is reset at every epoch's start and carries from training into validation and test.
-//! The parameters and memory of the epoch with the best validation AP are tested.
-//!
-//! With intra-batch memory refinement ([`TemporalTrainConfig::refine`] = c > 1, DepBloom's
-//! IMR(c)) a training batch runs as chronological chunks of `ceil(batch_size / c)` events: each chunk's memory and mails are
-//! written before the next chunk reads them, the chunks' losses (weighted by their events) sum
-//! to the batch's, and one optimizer step follows. Chunk boundaries then bound memory staleness
-//! as small batches would, at one step per large batch.
+//! The parameters and memory of the epoch with the best validation AP are tested. A batch's
+//! forward pass (with intra-batch memory refinement) is in `forward.rs`, the multi-worker epoch
+//! in `workers/`.
 
 use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
-use burn::tensor::activation::log_sigmoid;
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Tensor};
-use megagraph_graph::temporal::{
-    EventDirection, NegativeSampler, ShardStrategy, TemporalCsr, TemporalSampler, WindowShards,
-};
-use megagraph_models::temporal::{EmbeddingKind, MemoryWrite, TemporalModel, TemporalModelConfig};
+use burn::tensor::ElementConversion;
+use burn::tensor::backend::AutodiffBackend;
+use megagraph_models::temporal::TemporalModel;
 use megagraph_train::Checkpointer;
 use serde::{Deserialize, Serialize};
-use std::ops::Range;
 use std::time::Instant;
 
+use crate::batches::{Phase, batches};
 use crate::config::TemporalTrainConfig;
 use crate::dataset::TemporalDataset;
 use crate::error::{Result, TemporalTrainError};
-use crate::metrics::{LinkScores, mean_reciprocal_rank};
+use crate::evaluate::evaluate;
+use crate::forward::{forward_chunks, prepare_chunks};
 use crate::observer::TemporalObserver;
-use crate::prepare::{Neighbourhood, PreparedBatch};
 use crate::report::{TemporalEpoch, TemporalReport};
+use crate::setup::Setup;
 use crate::state::{NodeState, NodeStateData};
-use crate::tensors::BatchTensors;
-use crate::workers::TemporalScheme;
 
 /// Trains one temporal model on one dataset on one device.
 #[derive(Debug)]
@@ -43,16 +34,8 @@ pub struct TemporalTrainer<'a> {
     config: &'a TemporalTrainConfig,
     data: &'a TemporalDataset,
     resume: bool,
-}
-
-/// What the run needs besides the model: sampling, negatives, the time origin.
-pub(crate) struct Setup {
-    pub(crate) model: TemporalModelConfig,
-    pub(crate) neighbourhood: Neighbourhood,
-    pub(crate) negatives: NegativeSampler,
-    pub(crate) time_origin: f64,
-    /// DepBloom's windows of the stream, sharded over the workers by topology.
-    pub(crate) shards: Option<WindowShards>,
+    /// See [`Setup::write_back_delay`].
+    write_back_delay: std::time::Duration,
 }
 
 /// Progress saved with every checkpoint.
@@ -79,46 +62,6 @@ struct RunState {
     critical_steps: usize,
 }
 
-/// A training batch's forward pass: its loss and the deferred write of its last chunk, with
-/// the endpoints of that chunk's events.
-pub(crate) struct BatchForward<B: AutodiffBackend> {
-    /// The batch's loss (`None` for a batch without events).
-    pub loss: Option<Tensor<B, 1>>,
-    /// The memory write and the sources and destinations it belongs to.
-    pub write: Option<(MemoryWrite<B>, (Vec<usize>, Vec<usize>))>,
-}
-
-/// Scores of one evaluated split.
-struct Evaluation {
-    scores: LinkScores,
-    mrr: Option<f64>,
-}
-
-/// Which split a batch belongs to, for its random keys.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Phase {
-    Train(usize),
-    Valid,
-    Test,
-}
-
-impl Phase {
-    /// The negative sampler's epoch key: training negatives change every epoch, evaluation
-    /// negatives never do (so validation APs compare across epochs).
-    pub(crate) fn negative_key(self) -> u64 {
-        match self {
-            Phase::Train(epoch) => epoch as u64,
-            Phase::Valid => u64::MAX - 1,
-            Phase::Test => u64::MAX,
-        }
-    }
-
-    /// The uniform sampler's key of batch `batch`.
-    pub(crate) fn sampler_key(self, batch: usize) -> u64 {
-        (self.negative_key() << 32) ^ batch as u64
-    }
-}
-
 const MEMORY_FILE: &str = "best_memory.bin";
 
 impl<'a> TemporalTrainer<'a> {
@@ -128,23 +71,21 @@ impl<'a> TemporalTrainer<'a> {
             config,
             data,
             resume: false,
+            write_back_delay: std::time::Duration::ZERO,
         }
-    }
-
-    /// The run's configuration.
-    pub(crate) fn config(&self) -> &TemporalTrainConfig {
-        self.config
-    }
-
-    /// The run's data.
-    pub(crate) fn data(&self) -> &TemporalDataset {
-        self.data
     }
 
     /// Continue from the latest checkpoint in `config.checkpoint_dir` (a directory without one
     /// starts afresh). The run then equals the uninterrupted one exactly.
     pub fn with_resume(mut self, resume: bool) -> Self {
         self.resume = resume;
+        self
+    }
+
+    /// Delays every deferred memory write-back by `delay` (a test of their ordering).
+    #[cfg(test)]
+    pub(crate) fn with_write_back_delay(mut self, delay: std::time::Duration) -> Self {
+        self.write_back_delay = delay;
         self
     }
 
@@ -159,7 +100,8 @@ impl<'a> TemporalTrainer<'a> {
         device: &B::Device,
         observer: &mut dyn TemporalObserver,
     ) -> Result<TemporalReport> {
-        let setup = self.setup()?;
+        let mut setup = Setup::new(self.config, self.data)?;
+        setup.write_back_delay = self.write_back_delay;
         let config = self.config;
         B::seed(device, config.seed);
         // Burn initializes parameters lazily, and a clone of an uninitialized parameter draws
@@ -228,7 +170,7 @@ impl<'a> TemporalTrainer<'a> {
                 }
                 Some(scheme) => {
                     let outcome = crate::workers::train_epoch(
-                        self, &setup, scheme, config.workers, epoch, model, &mut optimizer, device, observer,
+                        &setup, scheme, config.workers, epoch, model, &mut optimizer, device, observer,
                     )?;
                     run.sync_bytes += outcome.counters.sync_bytes;
                     run.critical_seconds += outcome.counters.step_seconds;
@@ -241,7 +183,7 @@ impl<'a> TemporalTrainer<'a> {
             let seconds = started.elapsed().as_secs_f64();
             let current = model.valid();
             let mut valid_state = state.map(|s| s.to_backend::<B::InnerBackend>(device)).transpose()?;
-            let valid = self.evaluate(&setup, &current, valid_state.as_mut(), Phase::Valid, 1, device, observer)?;
+            let valid = evaluate(&setup, &current, valid_state.as_mut(), Phase::Valid, 1, device, observer)?;
             let valid_ap = valid.scores.average_precision().unwrap_or(0.0);
             run.epoch = epoch;
             run.train_seconds += seconds;
@@ -280,68 +222,14 @@ impl<'a> TemporalTrainer<'a> {
         self.test::<B>(&setup, &best, best_state.as_ref(), &run, device, observer)
     }
 
-    /// Checks the configuration against the data and builds the samplers.
-    fn setup(&self) -> Result<Setup> {
-        let config = self.config;
-        config.validate()?;
-        let (stream, split) = (&self.data.stream, &self.data.split);
-        if split.train.is_empty() || split.valid.is_empty() || split.test.is_empty() {
-            return Err(TemporalTrainError::InvalidConfig {
-                field: "split",
-                reason: format!(
-                    "leaves a part empty (train {}, valid {}, test {} events)",
-                    split.train.len(),
-                    split.valid.len(),
-                    split.test.len()
-                ),
-            });
-        }
-        let model = config.model_config(stream.num_nodes(), stream.edge_feature_dim());
-        let sampler = config.sampler();
-        let neighbourhood = match model.embedding {
-            EmbeddingKind::Attention => Neighbourhood::Hops(TemporalSampler::new(
-                TemporalCsr::new(stream, EventDirection::Undirected),
-                sampler,
-            )?),
-            EmbeddingKind::Dysat => {
-                let times = stream.time();
-                let train_span = times[split.train.end - 1] - times[split.train.start];
-                let span = config
-                    .snapshot_span
-                    .unwrap_or(if train_span > 0.0 { train_span / 100.0 } else { 1.0 });
-                Neighbourhood::Snapshots {
-                    csr: TemporalCsr::new(stream, EventDirection::Undirected),
-                    count: model.snapshots,
-                    span,
-                    fanout: sampler.fanouts[0],
-                }
-            }
-            EmbeddingKind::Identity | EmbeddingKind::Jodie => Neighbourhood::Roots,
-        };
-        Ok(Setup {
-            model,
-            neighbourhood,
-            negatives: NegativeSampler::new(stream, config.seed)?,
-            time_origin: stream.time().first().copied().unwrap_or(0.0),
-            shards: match config.scheme {
-                Some(TemporalScheme::Depbloom) => Some(WindowShards::build(
-                    stream,
-                    config.workers,
-                    config.window_events(),
-                    ShardStrategy::Topology,
-                    config.seed,
-                )?),
-                _ => None,
-            },
-        })
-    }
-
     /// What a checkpoint must match to be resumed: the configuration (less where checkpoints
     /// go and how many epochs run) and the data.
     fn fingerprint(&self) -> String {
         let config = TemporalTrainConfig {
             checkpoint_dir: None,
             epochs: 0,
+            // exact: a run resumes with or without it
+            critical_path: None,
             ..self.config.clone()
         };
         let stream = &self.data.stream;
@@ -359,7 +247,7 @@ impl<'a> TemporalTrainer<'a> {
     #[allow(clippy::too_many_arguments)]
     fn train_epoch<B: AutodiffBackend, O: Optimizer<TemporalModel<B>, B>>(
         &self,
-        setup: &Setup,
+        setup: &Setup<'_>,
         epoch: usize,
         mut model: TemporalModel<B>,
         optimizer: &mut O,
@@ -369,13 +257,14 @@ impl<'a> TemporalTrainer<'a> {
     ) -> Result<(TemporalModel<B>, f64)> {
         let batches = batches(self.data.split.train.clone(), self.config.batch_size);
         observer.epoch_started(epoch, batches.len());
-        let tensors = self.tensors::<B>(setup, device);
+        let tensors = setup.tensors::<B>(device);
         let phase = Phase::Train(epoch);
         let mut loss_sum = 0.0;
         for (index, events) in batches.iter().enumerate() {
             let negatives = setup.negatives.sample(phase.negative_key(), index as u64, events.len(), 1);
             let events: Vec<usize> = events.clone().collect();
-            let forward = self.forward_batch(setup, &model, state.as_deref_mut(), &events, &negatives, phase, index, &tensors)?;
+            let chunks = prepare_chunks(setup, &events, &negatives, phase, index)?;
+            let forward = forward_chunks(setup, &model, state.as_deref_mut(), &chunks, &tensors)?;
             let Some(loss) = forward.loss else { continue };
             let value: f64 = loss.clone().into_scalar().elem();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -392,122 +281,10 @@ impl<'a> TemporalTrainer<'a> {
         Ok((model, loss_sum / batches.len().max(1) as f64))
     }
 
-    /// The forward pass of one training batch `events` (in time order) with one negative each
-    /// (`negatives`), as IMR(`refine`) chunks: every chunk but the last writes its nodes'
-    /// memory and mails to `state` before the next reads them. Returns the batch's loss (the
-    /// chunks' BCE weighted by their events) and the last chunk's deferred memory write with
-    /// its endpoints, to apply after the optimizer step. `index` is the batch's sampling key.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn forward_batch<B: AutodiffBackend>(
-        &self,
-        setup: &Setup,
-        model: &TemporalModel<B>,
-        mut state: Option<&mut NodeState<B>>,
-        events: &[usize],
-        negatives: &[u32],
-        phase: Phase,
-        index: usize,
-        tensors: &BatchTensors<'_, B>,
-    ) -> Result<BatchForward<B>> {
-        let refine = self.config.refine;
-        let chunk_size = self.config.batch_size.div_ceil(refine);
-        let chunks = events.len().div_ceil(chunk_size.max(1));
-        let mut loss: Option<Tensor<B, 1>> = None;
-        let mut last_write = None;
-        for (c, chunk) in events.chunks(chunk_size.max(1)).enumerate() {
-            let offset = c * chunk_size;
-            let prepared = setup.neighbourhood.prepare_events(
-                &self.data.stream,
-                chunk.to_vec(),
-                &negatives[offset..offset + chunk.len()],
-                1,
-                phase.sampler_key(index * refine + c),
-            )?;
-            let input = tensors.batch(&prepared, model, state.as_deref())?;
-            let output = model.forward(input);
-            let write = match (output.memory, state.is_some()) {
-                (Some(memory), true) => {
-                    let (time, edge_feat) = tensors.events(&prepared);
-                    Some((model.memory_update(memory.detach(), time, edge_feat), endpoints(self, &prepared)))
-                }
-                _ => None,
-            };
-            // The batch's mean: each chunk's BCE weighted by its share of the events.
-            let chunk_loss = bce(output.positive, output.negative);
-            let chunk_loss = if chunks == 1 {
-                chunk_loss
-            } else {
-                chunk_loss.mul_scalar(chunk.len() as f64 / events.len() as f64)
-            };
-            loss = Some(match loss {
-                Some(sum) => sum + chunk_loss,
-                None => chunk_loss,
-            });
-            // IMR: an earlier chunk's nodes are written before the next chunk reads them;
-            // the last chunk's write waits for the optimizer step, as TGL's does.
-            if c + 1 < chunks {
-                if let (Some((write, (src, dst))), Some(state)) = (write, state.as_deref_mut()) {
-                    write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
-                }
-            } else {
-                last_write = write;
-            }
-        }
-        Ok(BatchForward { loss, write: last_write })
-    }
-
-    /// Scores the events of `phase`'s split with `negatives` negatives each (the first one for
-    /// AP and AUC, all of them for MRR), writing memory as training does.
-    #[allow(clippy::too_many_arguments)]
-    fn evaluate<B: Backend>(
-        &self,
-        setup: &Setup,
-        model: &TemporalModel<B>,
-        mut state: Option<&mut NodeState<B>>,
-        phase: Phase,
-        negatives: usize,
-        device: &B::Device,
-        observer: &mut dyn TemporalObserver,
-    ) -> Result<Evaluation> {
-        let (range, name) = match phase {
-            Phase::Test => (self.data.split.test.clone(), "test"),
-            _ => (self.data.split.valid.clone(), "valid"),
-        };
-        let batches = batches(range, self.config.eval_batch_size.unwrap_or(self.config.batch_size));
-        observer.evaluation_started(name, batches.len());
-        let tensors = self.tensors::<B>(setup, device);
-        let (mut scores, mut reciprocal_sum, mut scored) = (LinkScores::default(), 0.0, 0usize);
-        for (index, events) in batches.iter().enumerate() {
-            let prepared = self.prepare(setup, phase, index, events.clone(), negatives)?;
-            let input = tensors.batch(&prepared, model, state.as_deref())?;
-            let output = model.forward(input);
-            let positive: Vec<f32> = output.positive.into_data().iter::<f32>().collect();
-            let negative: Vec<f32> = output.negative.into_data().iter::<f32>().collect();
-            let first: Vec<f32> = negative.chunks(negatives).map(|row| row[0]).collect();
-            scores.push_batch(&positive, &first);
-            if let Some(mrr) = mean_reciprocal_rank(&positive, &negative, negatives) {
-                reciprocal_sum += mrr * positive.len() as f64;
-                scored += positive.len();
-            }
-            if let (Some(memory), Some(state)) = (output.memory, state.as_deref_mut()) {
-                let (time, edge_feat) = tensors.events(&prepared);
-                let (src, dst) = endpoints(self, &prepared);
-                model
-                    .memory_update(memory, time, edge_feat)
-                    .apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
-            }
-            observer.evaluation_batch_finished();
-        }
-        Ok(Evaluation {
-            scores,
-            mrr: (scored > 0).then(|| reciprocal_sum / scored as f64),
-        })
-    }
-
     /// Tests `best` from the memory it left after its validation.
     fn test<B: AutodiffBackend>(
         &self,
-        setup: &Setup,
+        setup: &Setup<'_>,
         best: &TemporalModel<B::InnerBackend>,
         best_state: Option<&NodeStateData>,
         run: &RunState,
@@ -519,7 +296,7 @@ impl<'a> TemporalTrainer<'a> {
             None => NodeState::for_model(&setup.model, self.data.stream.num_nodes(), device),
         };
         let negatives = self.config.mrr_negatives.max(1);
-        let test = self.evaluate(setup, best, state.as_mut(), Phase::Test, negatives, device, observer)?;
+        let test = evaluate(setup, best, state.as_mut(), Phase::Test, negatives, device, observer)?;
         let stream = &self.data.stream;
         Ok(TemporalReport {
             dataset: self.data.name.clone(),
@@ -546,66 +323,7 @@ impl<'a> TemporalTrainer<'a> {
             sync_bytes_per_epoch: run.sync_bytes as f64 / run.epoch.max(1) as f64,
             events_per_worker: run.events_per_worker.clone(),
             critical_path_seconds_per_batch: run.critical_seconds / run.critical_steps.max(1) as f64,
+            critical_path: self.config.defers_write_back(),
         })
-    }
-
-    pub(crate) fn tensors<'s, B: Backend>(&'s self, setup: &Setup, device: &'s B::Device) -> BatchTensors<'s, B> {
-        BatchTensors {
-            stream: &self.data.stream,
-            time_origin: setup.time_origin,
-            device,
-        }
-    }
-
-    fn prepare(
-        &self,
-        setup: &Setup,
-        phase: Phase,
-        index: usize,
-        events: Range<usize>,
-        negatives: usize,
-    ) -> Result<PreparedBatch> {
-        let drawn = setup
-            .negatives
-            .sample(phase.negative_key(), index as u64, events.len(), negatives);
-        setup.neighbourhood.prepare(
-            &self.data.stream,
-            events,
-            &drawn,
-            negatives,
-            phase.sampler_key(index),
-        )
-    }
-}
-
-/// The sources and destinations of a prepared batch's events, as memory row ids.
-fn endpoints(trainer: &TemporalTrainer<'_>, batch: &PreparedBatch) -> (Vec<usize>, Vec<usize>) {
-    let stream = &trainer.data.stream;
-    let ids = |column: &[u32]| batch.events.iter().map(|&e| column[e] as usize).collect();
-    (ids(stream.src()), ids(stream.dst()))
-}
-
-/// Consecutive ranges of at most `size` events covering `range`.
-pub(crate) fn batches(range: Range<usize>, size: usize) -> Vec<Range<usize>> {
-    range
-        .clone()
-        .step_by(size.max(1))
-        .map(|start| start..(start + size).min(range.end))
-        .collect()
-}
-
-/// Binary cross-entropy with logits: positives labelled 1, negatives 0, each averaged (TGL).
-fn bce<B: Backend>(positive: Tensor<B, 1>, negative: Tensor<B, 2>) -> Tensor<B, 1> {
-    -(log_sigmoid(positive).mean() + log_sigmoid(-negative).mean())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_cover_the_range_in_order() {
-        assert_eq!(batches(3..10, 3), vec![3..6, 6..9, 9..10]);
-        assert_eq!(batches(0..0, 3), Vec::<Range<usize>>::new());
     }
 }

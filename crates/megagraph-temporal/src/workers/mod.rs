@@ -24,6 +24,12 @@
 //!   window's start; the exchange at the window's end applies the latest event's row of every
 //!   node, owned or shared.
 //!
+//! **Critical path** (DepBloom, [`TemporalTrainConfig::defers_write_back`](crate::TemporalTrainConfig::defers_write_back)):
+//! the plan fixes every worker's batches ahead of time, so after a step a worker writes at once
+//! only the memory of the nodes its next batch reads and leaves the rest to a background
+//! thread, which completes it before the nodes' next read (`write_back.rs`). The numbers do
+//! not change; the time a step waits does.
+//!
 //! At one worker every scheme runs exactly the single-worker loop (same batches, negatives,
 //! samples and updates). The workers' forward and backward passes are serialized by a lock
 //! while Burn's autodiff server drops gradients under concurrent backward passes (see
@@ -33,9 +39,11 @@
 mod barrier;
 mod plan;
 mod replicas;
-mod scheme;
 mod store;
 mod worker;
+mod write_back;
+#[cfg(test)]
+mod critical_path_tests;
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -46,12 +54,11 @@ use megagraph_models::temporal::TemporalModel;
 use megagraph_parallel::threads::{default_threads_per_rank, panic_message, run_in_pool};
 use megagraph_parallel::{CollectiveLease, reset_collective};
 
-pub use scheme::TemporalScheme;
-
 use crate::error::{Result, TemporalTrainError};
 use crate::observer::TemporalObserver;
 use crate::state::NodeState;
-use crate::trainer::{Setup, TemporalTrainer};
+use crate::scheme::TemporalScheme;
+use crate::setup::Setup;
 use plan::EpochPlan;
 use store::MemoryStore;
 use worker::{WorkerContext, WorkerOutcome, run_worker};
@@ -82,7 +89,7 @@ pub(crate) struct EpochOutcome<B: AutodiffBackend> {
     pub counters: EpochCounters,
 }
 
-/// Trains epoch `epoch` of `trainer` by `scheme` on `workers` workers, from `model` and
+/// Trains epoch `epoch` of the run `setup` by `scheme` on `workers` workers, from `model` and
 /// `optimizer` (which takes the workers' common optimizer state afterwards).
 ///
 /// # Errors
@@ -91,8 +98,7 @@ pub(crate) struct EpochOutcome<B: AutodiffBackend> {
 /// held by another mesh for too long, diverged replicas, or an observer's stop.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn train_epoch<B, O>(
-    trainer: &TemporalTrainer<'_>,
-    setup: &Setup,
+    setup: &Setup<'_>,
     scheme: TemporalScheme,
     workers: usize,
     epoch: usize,
@@ -105,8 +111,8 @@ where
     B: AutodiffBackend,
     O: Optimizer<TemporalModel<B>, B> + Clone + Send,
 {
-    let config = trainer.config();
-    let train = trainer.data().split.train.clone();
+    let config = setup.config;
+    let train = setup.data.split.train.clone();
     let plan = EpochPlan::new(scheme, workers, train, config.batch_size, setup.shards.as_ref(), epoch);
     observer.epoch_started(epoch, plan.steps.len());
     let _lease = CollectiveLease::acquire(LEASE_PATIENCE).ok_or_else(|| TemporalTrainError::Worker {
@@ -116,13 +122,13 @@ where
     reset_collective::<B::InnerBackend>();
     let store = MemoryStore::new(workers);
     let context = WorkerContext {
-        trainer,
         setup,
         plan: &plan,
         store: &store,
         shares_memory: scheme.shares_memory(),
+        critical_path: config.defers_write_back(),
     };
-    let nodes = trainer.data().stream.num_nodes();
+    let nodes = setup.data.stream.num_nodes();
     let results: Vec<Result<WorkerOutcome<B, O>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|rank| {

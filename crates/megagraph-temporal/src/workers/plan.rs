@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use megagraph_graph::temporal::WindowShards;
 
-use super::scheme::TemporalScheme;
-use crate::trainer::{Phase, batches};
+use crate::batches::{Phase, batches};
+use crate::scheme::TemporalScheme;
 
 /// One worker's batch at one step.
 #[derive(Debug, Clone, PartialEq)]

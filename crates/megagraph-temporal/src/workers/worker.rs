@@ -1,7 +1,7 @@
 //! One worker's epoch: its batches in plan order, the gradient all-reduce, its memory replica
 //! and the exchanges through the store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -13,22 +13,26 @@ use megagraph_parallel::{ReplicaGradients, fresh_leaves};
 
 use super::plan::EpochPlan;
 use super::store::{MemoryStore, NodeRows};
+use super::write_back::WriteBack;
 use crate::error::Result;
 use crate::state::NodeState;
-use crate::trainer::{Setup, TemporalTrainer};
+use super::plan::WorkerBatch;
+use crate::forward::{forward_chunks, prepare_chunks};
+use crate::prepare::PreparedBatch;
+use crate::setup::Setup;
 
 /// What every worker of an epoch shares.
 pub(crate) struct WorkerContext<'a> {
-    /// The run's trainer (configuration, data, the batch's forward pass).
-    pub trainer: &'a TemporalTrainer<'a>,
-    /// Samplers and the model's configuration.
-    pub setup: &'a Setup,
+    /// The run: configuration, data, samplers and the model's configuration.
+    pub setup: &'a Setup<'a>,
     /// The epoch's steps.
     pub plan: &'a EpochPlan,
     /// Where memory is reconciled.
     pub store: &'a MemoryStore,
     /// Whether the workers reconcile memory at the plan's sync points.
     pub shares_memory: bool,
+    /// Whether cold memory write-backs are deferred off the critical path ([`WriteBack`]).
+    pub critical_path: bool,
 }
 
 /// What one worker hands back after its epoch.
@@ -46,7 +50,9 @@ pub(crate) struct WorkerOutcome<B: AutodiffBackend, O> {
     /// Bytes of node rows it published to and fetched from the store.
     pub sync_bytes: usize,
     /// Wall time of its steps, each from its start to the point the next could start (after
-    /// the all-reduce, which waits for the slowest worker, and the memory exchange).
+    /// the all-reduce, which waits for the slowest worker, its immediate memory write-back and
+    /// the memory exchange; deferred write-backs run in the background and count only where
+    /// the worker waits for them).
     pub step_seconds: f64,
 }
 
@@ -64,7 +70,8 @@ fn graph_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Runs worker `rank` of `world` through the plan of `context`, from `model`, `optimizer` and
-/// a fresh `state`.
+/// a fresh `state`. With the critical-path optimization the memory write-back of each batch is
+/// split by the next batch's reads ([`WriteBack`]).
 ///
 /// # Errors
 ///
@@ -76,7 +83,7 @@ pub(crate) fn run_worker<B, O>(
     world: usize,
     mut model: TemporalModel<B>,
     mut optimizer: O,
-    mut state: Option<NodeState<B>>,
+    state: Option<NodeState<B>>,
     device: &B::Device,
 ) -> Result<WorkerOutcome<B, O>>
 where
@@ -84,35 +91,50 @@ where
     O: Optimizer<TemporalModel<B>, B>,
 {
     let reducer = ReplicaGradients::register::<B, _>(rank, world, &model, device)?;
-    let (trainer, setup) = (context.trainer, context.setup);
-    let stream = &trainer.data().stream;
-    let learning_rate = trainer.config().learning_rate;
-    let tensors = trainer.tensors::<B>(setup, device);
+    let setup = context.setup;
+    let stream = &setup.data.stream;
+    let learning_rate = setup.config.learning_rate;
+    let tensors = setup.tensors::<B>(device);
+    let exchanges = context.shares_memory && world > 1;
     let mut outcome_loss = 0.0;
     let (mut batches, mut sync_bytes, mut step_seconds) = (0, 0, 0.0);
+    let deferred = context.critical_path && state.is_some();
+    let mut state = state.map(|state| WriteBack::new(rank, state, deferred, setup.write_back_delay, graph_lock));
     // node -> the latest event that wrote it since the last exchange
     let mut written: HashMap<usize, usize> = HashMap::new();
+    // this worker's next batch, prepared a step ahead when its reads decide what is hot
+    let mut ahead: Option<Vec<PreparedBatch>> = None;
     for (index, step) in context.plan.steps.iter().enumerate() {
         let started = Instant::now();
         let batch = step.batches[rank].as_ref();
         let (mut replica, mut grads, mut write) = (None, None, None);
+        // the nodes the next batch reads: their write-back stays on the critical path
+        let mut hot = HashSet::new();
         if let Some(batch) = batch {
-            let negatives =
-                setup
-                    .negatives
-                    .sample(batch.phase.negative_key(), batch.index as u64, batch.events.len(), 1);
+            let chunks = match ahead.take() {
+                Some(chunks) => chunks,
+                None => prepare(setup, batch)?,
+            };
+            if deferred {
+                let next = context.plan.steps[index + 1..].iter().find_map(|s| s.batches[rank].as_ref());
+                if let Some(next) = next {
+                    let chunks = prepare(setup, next)?;
+                    hot.extend(chunks.iter().flat_map(PreparedBatch::memory_reads));
+                    ahead = Some(chunks);
+                }
+            }
+            if let Some(state) = &state {
+                state.fence()?;
+                debug_assert!(
+                    state.pending_among(chunks.iter().flat_map(PreparedBatch::memory_reads)).is_empty(),
+                    "worker {rank}, step {index}: a deferred memory write-back is read before it completed"
+                );
+            }
             let _graph = graph_lock();
             let fresh = fresh_leaves(model.clone());
-            let forward = trainer.forward_batch(
-                setup,
-                &fresh,
-                state.as_mut(),
-                &batch.events,
-                &negatives,
-                batch.phase,
-                batch.index,
-                &tensors,
-            )?;
+            let mut locked = state.as_ref().map(WriteBack::lock);
+            let forward = forward_chunks(setup, &fresh, locked.as_deref_mut(), &chunks, &tensors)?;
+            drop(locked);
             if let Some(loss) = forward.loss {
                 outcome_loss += loss.clone().into_scalar().elem::<f64>();
                 batches += 1;
@@ -129,26 +151,29 @@ where
         }
         if let (Some((write, (src, dst))), Some(state)) = (write, state.as_mut()) {
             let _graph = graph_lock();
-            write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
+            state.write(write, &src, &dst, &hot)?;
         }
-        if let (Some(batch), true) = (batch, context.shares_memory && world > 1) {
+        if let (Some(batch), true) = (batch, exchanges) {
             for &event in &batch.events {
                 written.insert(stream.src()[event] as usize, event);
                 written.insert(stream.dst()[event] as usize, event);
             }
         }
-        if let (true, true, Some(state)) = (step.sync_after, context.shares_memory && world > 1, state.as_mut()) {
+        if let (true, true, Some(state)) = (step.sync_after, exchanges, state.as_mut()) {
+            state.flush()?;
+            let mut state = state.lock();
             let mut nodes: Vec<(usize, usize)> = written.drain().collect();
             nodes.sort_unstable();
-            let rows = NodeRows::read(state, &nodes)?;
+            let rows = NodeRows::read(&state, &nodes)?;
             sync_bytes += rows.bytes();
             for fetched in context.store.exchange(rank, rows)? {
                 sync_bytes += fetched.bytes();
-                fetched.write(state, device)?;
+                fetched.write(&mut state, device)?;
             }
         }
         step_seconds += started.elapsed().as_secs_f64();
     }
+    let state = state.map(WriteBack::into_state).transpose()?;
     reducer.finish::<B::InnerBackend>();
     Ok(WorkerOutcome {
         model,
@@ -159,4 +184,11 @@ where
         sync_bytes,
         step_seconds,
     })
+}
+
+/// The IMR chunks of `batch`, sampled, with its negatives.
+fn prepare(setup: &Setup<'_>, batch: &WorkerBatch) -> Result<Vec<PreparedBatch>> {
+    let key = batch.phase.negative_key();
+    let negatives = setup.negatives.sample(key, batch.index as u64, batch.events.len(), 1);
+    prepare_chunks(setup, &batch.events, &negatives, batch.phase, batch.index)
 }
