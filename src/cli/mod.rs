@@ -3,6 +3,7 @@
 mod backend;
 mod error;
 mod eval;
+mod model_spec;
 mod nodes;
 mod orchestrator;
 mod plan;

@@ -3,37 +3,15 @@
 //! predicted step time into a [`PlanReport`].
 
 use crate::cost::{CandidateCost, CostModel};
-use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, format_bytes};
 use crate::mesh::CandidateMesh;
 use crate::partition::optimal_partition;
 use crate::plan::Plan;
 use crate::report::{PlanReport, RejectReason, Rejected, SearchSetting};
 use crate::cp_choice::explain_cp_mode;
+use crate::search_options::SearchOptions;
 use megagraph_layout::{CpMode, ParallelConfig, ParallelConfigError};
-use serde::{Deserialize, Serialize};
 use std::time::Instant;
-
-/// Options of the search ([`plan`](crate::plan)).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SearchOptions {
-    /// Largest micro-batch count tried (every divisor of a replica's sequences per step up to
-    /// this). Default: 1024.
-    pub max_micro_batches: usize,
-    /// Fraction of device memory a plan may use; the rest is left for the allocator's
-    /// fragmentation and the runtime. Default: 0.95.
-    pub memory_fraction: f64,
-    /// Plans within this fraction of the fastest predicted step time count as equally fast; of
-    /// those, the one with the smallest peak memory is ranked first. Default: 0.01.
-    pub time_tolerance: f64,
-    /// How profiles are fitted.
-    pub fit: FitOptions,
-    /// The context mode every plan uses (`"ring"` or `"ulysses"`); `None` (the default): both
-    /// are tried for every `cp > 1` (Ulysses only where `cp` divides the heads) and the faster
-    /// that fits is kept.
-    #[serde(default)]
-    pub cp_mode: Option<CpMode>,
-}
 
 /// Why a search found no plan.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -72,18 +50,6 @@ pub enum SearchError {
         /// Every rejection.
         rejected: Vec<Rejected>,
     },
-}
-
-impl Default for SearchOptions {
-    fn default() -> Self {
-        Self {
-            max_micro_batches: 1024,
-            memory_fraction: 0.95,
-            time_tolerance: 0.01,
-            fit: FitOptions::default(),
-            cp_mode: None,
-        }
-    }
 }
 
 /// The divisors of `n`, increasing.
@@ -341,6 +307,7 @@ mod tests {
     use super::*;
     use crate::cluster::{ClusterSpec, ComputeHints, LinkSpec};
     use crate::fitted::FittedProfile;
+    use crate::latency::FitOptions;
     use crate::profile::{ProfileLadder, analytic_profile};
     use crate::workload::{ModelShape, Workload};
     use megagraph_layout::ParallelConfigError;
