@@ -312,23 +312,8 @@ mod tests {
     use crate::workload::{ModelShape, Workload};
     use megagraph_layout::ParallelConfigError;
 
-    fn model(
-        devices_per_node: usize,
-        nodes: usize,
-        memory: u64,
-        seq_len: usize,
-        sequences: usize,
-    ) -> CostModel {
-        model_of(
-            ModelShape::paper(),
-            devices_per_node,
-            nodes,
-            memory,
-            seq_len,
-            sequences,
-        )
-    }
-
+    /// The cost model of `shape` on `nodes` nodes of `devices_per_node` GPUs of `memory` bytes,
+    /// for steps of `sequences` sequences of `seq_len` nodes.
     fn model_of(
         shape: ModelShape,
         devices_per_node: usize,
@@ -375,7 +360,7 @@ mod tests {
     fn respects_memory_limits_and_explains_rejections() {
         // 4 x 24 GB devices, S = 96K: one sequence's index rows alone are 9.9 GB per device at
         // cp = 1.
-        let model = model(4, 1, 24_000_000_000, 98_304, 8);
+        let model = model_of(ModelShape::paper(), 4, 1, 24_000_000_000, 98_304, 8);
         let report = search(&model, &SearchOptions::default()).unwrap();
         let limit = report.setting.memory_limit_bytes;
         assert_eq!(limit, 22_800_000_000);
@@ -483,7 +468,7 @@ mod tests {
     #[test]
     fn nothing_fits_names_the_closest_configuration() {
         // 2 GB devices and S = 64K: the index rows alone are 2.1 GB at cp = 2.
-        let model = model(2, 1, 2_000_000_000, 65_536, 2);
+        let model = model_of(ModelShape::paper(), 2, 1, 2_000_000_000, 65_536, 2);
         match search(&model, &SearchOptions::default()) {
             Err(error @ SearchError::NothingFits { .. }) => {
                 let SearchError::NothingFits {
@@ -508,7 +493,7 @@ mod tests {
 
     #[test]
     fn plan_json_has_exactly_the_documented_fields() {
-        let model = model(2, 1, 141_000_000_000, 4_096, 4);
+        let model = model_of(ModelShape::paper(), 2, 1, 141_000_000_000, 4_096, 4);
         let report = search(&model, &SearchOptions::default()).unwrap();
         let json = serde_json::to_value(&report.best).unwrap();
         let mut keys: Vec<&str> = json
