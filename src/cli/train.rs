@@ -350,16 +350,7 @@ pub fn train(
 ) -> Result<()> {
     backend.check()?;
     let data = megagraph_train::prepare_with_progress(config, &PrepareBars::default())?;
-    let d = &data.dataset;
-    println!(
-        "dataset {}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",
-        d.name,
-        d.graph.num_nodes(),
-        d.graph.num_edges(),
-        d.num_classes,
-        data.num_sequences(),
-        data.seq_len
-    );
+    println!("dataset {}", data.summary());
     let mut trainer = NodeClassificationTrainer::new(config, data);
     if let Some(nodes) = nodes {
         println!("node {} of {}", nodes.node_rank, nodes.num_nodes);
