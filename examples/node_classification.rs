@@ -56,15 +56,7 @@ fn main() -> Result<(), megagraph::train::TrainError> {
 
     // Load the graph, group its nodes into sequences, compute their distance indexes.
     let data = prepare(&config)?;
-    let d = &data.dataset;
-    println!(
-        "{}: {} nodes, {} edges, {} classes, {} sequences",
-        d.name,
-        d.graph.num_nodes(),
-        d.graph.num_edges(),
-        d.num_classes,
-        data.num_sequences()
-    );
+    println!("{}", data.summary());
 
     // Train on the CPU; the best-validation model comes back with the report.
     let outcome = NodeClassificationTrainer::new(&config, data)

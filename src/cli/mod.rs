@@ -3,6 +3,7 @@
 mod backend;
 mod error;
 mod eval;
+mod model_spec;
 mod nodes;
 mod orchestrator;
 mod plan;
@@ -10,6 +11,7 @@ mod profile;
 mod temporal;
 mod temporal_compare;
 mod train;
+mod train_progress;
 mod tune;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use megagraph_calibrate::{
     InTurn, MemoryMeter, PlansToValidate, ValidationOptions, ValidationProgress, ValidationReport,
-    model_shape, validate_plans_in_turn,
+    validate_plans_in_turn,
 };
 use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{
@@ -15,27 +15,12 @@ use megagraph_planner::{
 
 use super::backend::{BackendChoice, BackendJob};
 use super::profile::{ProfilingArgs, last_level_cache_bytes, measured_profile};
-use super::{ModelShapeArgs, progress_bar};
+use super::model_spec::ModelSpecArgs;
+use super::progress_bar;
 use super::error::{CliError, Result};
 use megagraph_train::files::write_json_atomically;
 use megagraph_train::plot::{Chart, Series, SeriesStyle};
-use megagraph_train::{DataConfig, TrainConfig, TrainingConfig};
-
-/// The model a plan or profile is for: a preset with overrides, and the data's widths. The
-/// model defaults are `train`'s ([`ModelConfig::default`]), so a plan made with default flags
-/// fits `train --plan` with default flags.
-#[derive(Debug, Args)]
-pub struct ModelSpecArgs {
-    /// The preset, layer count and widths (override the preset).
-    #[command(flatten)]
-    pub shape: ModelShapeArgs,
-    /// Width of the node features (default: ogbn-products').
-    #[arg(long, value_name = "F", default_value_t = 100)]
-    pub feature_dim: usize,
-    /// Number of classes (default: ogbn-products').
-    #[arg(long, value_name = "C", default_value_t = 47)]
-    pub classes: usize,
-}
+use megagraph_train::{DataConfig, TrainingConfig};
 
 /// Where `megagraph plan` takes part times and activation sizes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -127,16 +112,6 @@ pub struct PlanArgs {
     /// `in_turn_profile` when the profile was measured in turn).
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,
-}
-
-impl ModelSpecArgs {
-    /// The model shape the flags describe: `train`'s model configuration
-    /// ([`TrainConfig::model_config`]) with these flags.
-    pub fn shape(&self) -> ModelShape {
-        let mut config = TrainConfig::default();
-        self.shape.apply(&mut config.model);
-        model_shape(&config.model_config(Some(self.feature_dim), 1, self.classes))
-    }
 }
 
 /// `megagraph plan`: searches plans with an analytic or measured profile, prints the

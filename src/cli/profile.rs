@@ -12,7 +12,7 @@ use megagraph_parallel::ContextParallelBackend;
 use megagraph_planner::{ClusterSpec, ModelShape, ProfileKey, ProfileLadder, ProfileTable};
 
 use super::backend::{BackendChoice, BackendJob};
-use super::plan::ModelSpecArgs;
+use super::model_spec::ModelSpecArgs;
 use super::progress_bar;
 use super::error::{CliError, Result};
 use megagraph_train::files::write_json_atomically;

@@ -236,11 +236,7 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
             return self.dense_rows(sequences.len(), request, device);
         }
         // sparse or padded: the whole batch, then its block
-        let mut block = BlockBatch::of(self.batch(sequences, device)?, request.cp, request.position)?;
-        if !request.with_input {
-            block.input = None;
-        }
-        Ok(block)
+        BlockBatch::from_whole(self.batch(sequences, device)?, request)
     }
 
     fn train_nodes(&self, sequences: &[usize]) -> usize {

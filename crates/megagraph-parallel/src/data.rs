@@ -70,11 +70,7 @@ pub trait BatchSource<B: Backend>: Send + Sync {
         request: BlockRequest,
         device: &B::Device,
     ) -> Result<BlockBatch<B>, String> {
-        let mut block = BlockBatch::of(self.batch(sequences, device)?, request.cp, request.position)?;
-        if !request.with_input {
-            block.input = None;
-        }
-        Ok(block)
+        BlockBatch::from_whole(self.batch(sequences, device)?, request)
     }
 
     /// The number of positions with training weight 1 in `sequences`, computed on the host (no
@@ -195,6 +191,20 @@ where
 }
 
 impl<B: Backend> BlockBatch<B> {
+    /// The block `request` asks for, cut from the whole `batch` ([`of`](Self::of)), without its
+    /// node inputs unless the request wants them.
+    ///
+    /// # Errors
+    ///
+    /// As [`of`](Self::of).
+    pub fn from_whole(batch: TrainBatch<B>, request: BlockRequest) -> Result<Self, String> {
+        let mut block = Self::of(batch, request.cp, request.position)?;
+        if !request.with_input {
+            block.input = None;
+        }
+        Ok(block)
+    }
+
     /// The block of ring position `position` of `cp` in `batch` (a sparse index is read back to
     /// the host to cut its rows).
     ///

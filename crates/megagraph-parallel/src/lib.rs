@@ -37,6 +37,7 @@ mod context;
 mod data;
 mod error;
 mod gradients;
+mod group_endpoint;
 mod memory;
 mod mesh;
 pub mod meter;

@@ -48,6 +48,7 @@ mod report;
 mod profile;
 mod schedule;
 mod search;
+mod search_options;
 mod sharing;
 mod stage_pass;
 mod simulated;
@@ -69,7 +70,8 @@ pub use profile::{
 pub use schedule::{BackwardOverlap, one_forward_one_backward_seconds};
 pub use plan::{Measurement, Plan, Prediction};
 pub use report::{PlanReport, RejectReason, Rejected, SearchSetting};
-pub use search::{SearchError, SearchOptions};
+pub use search::SearchError;
+pub use search_options::SearchOptions;
 pub use sharing::MachineSharing;
 pub use stage_pass::StagePass;
 pub use simulated::{SimulatedReport, SimulatedStudy};

@@ -277,6 +277,17 @@ mod tests {
     use crate::latency::FitOptions;
     use crate::profile::{ProfileLadder, analytic_profile};
 
+    /// A mesh of one replica.
+    fn mesh(pp: usize, cp: usize, micro_batches: usize, cp_mode: CpMode) -> CandidateMesh {
+        CandidateMesh {
+            pp,
+            cp,
+            dp: 1,
+            micro_batches,
+            cp_mode,
+        }
+    }
+
     fn fitted(shape: &ModelShape) -> FittedProfile {
         let hints = ComputeHints {
             peak_flops: 4.95e14,
@@ -301,13 +312,7 @@ mod tests {
     fn a_sparse_index_counts_its_stored_pairs_and_a_dense_one_every_pair() {
         let shape = ModelShape::paper();
         let fitted = fitted(&shape);
-        let mesh = CandidateMesh {
-            pp: 1,
-            cp: 4,
-            dp: 1,
-            micro_batches: 16,
-            cp_mode: CpMode::Ring,
-        };
+        let mesh = mesh(1, 4, 16, CpMode::Ring);
         let rows = 65_536 / 4;
         let index = |near_pairs_per_row| {
             let workload = Workload {
@@ -334,13 +339,7 @@ mod tests {
             ..workload()
         };
         let memory = |cp_mode| {
-            let mesh = CandidateMesh {
-                pp: 1,
-                cp: 4,
-                dp: 1,
-                micro_batches: 16,
-                cp_mode,
-            };
+            let mesh = mesh(1, 4, 16, cp_mode);
             MemoryModel::new(&shape, &workload, &fitted, &mesh).stage(0, 16)
         };
         let (ring, ulysses) = (memory(CpMode::Ring), memory(CpMode::Ulysses));
@@ -359,30 +358,8 @@ mod tests {
     fn context_parallelism_halves_the_index_rows_and_activations() {
         let shape = ModelShape::paper();
         let fitted = fitted(&shape);
-        let one = MemoryModel::new(
-            &shape,
-            &workload(),
-            &fitted,
-            &CandidateMesh {
-                pp: 1,
-                cp: 1,
-                dp: 1,
-                micro_batches: 16,
-                cp_mode: CpMode::Ring,
-            },
-        );
-        let two = MemoryModel::new(
-            &shape,
-            &workload(),
-            &fitted,
-            &CandidateMesh {
-                pp: 1,
-                cp: 2,
-                dp: 1,
-                micro_batches: 16,
-                cp_mode: CpMode::Ring,
-            },
-        );
+        let one = MemoryModel::new(&shape, &workload(), &fitted, &mesh(1, 1, 16, CpMode::Ring));
+        let two = MemoryModel::new(&shape, &workload(), &fitted, &mesh(1, 2, 16, CpMode::Ring));
         let (a, b) = (one.stage(0, 16), two.stage(0, 16));
         assert_eq!(a.distance_index, 65_536 * 65_536);
         assert_eq!(b.distance_index, 32_768 * 65_536);
@@ -407,18 +384,7 @@ mod tests {
     fn one_f_one_b_in_flight_counts() {
         let shape = ModelShape::paper();
         let fitted = fitted(&shape);
-        let model = MemoryModel::new(
-            &shape,
-            &workload(),
-            &fitted,
-            &CandidateMesh {
-                pp: 4,
-                cp: 1,
-                dp: 1,
-                micro_batches: 8,
-                cp_mode: CpMode::Ring,
-            },
-        );
+        let model = MemoryModel::new(&shape, &workload(), &fitted, &mesh(4, 1, 8, CpMode::Ring));
         assert_eq!(
             (0..4).map(|s| model.in_flight(s)).collect::<Vec<_>>(),
             vec![4, 3, 2, 1]
@@ -439,18 +405,7 @@ mod tests {
         );
         assert_eq!(stages[0].optimizer_state, 2 * stages[0].parameters);
         // Fewer micro-batches than stages caps the in-flight count.
-        let short = MemoryModel::new(
-            &shape,
-            &workload(),
-            &fitted,
-            &CandidateMesh {
-                pp: 4,
-                cp: 1,
-                dp: 1,
-                micro_batches: 2,
-                cp_mode: CpMode::Ring,
-            },
-        );
+        let short = MemoryModel::new(&shape, &workload(), &fitted, &mesh(4, 1, 2, CpMode::Ring));
         assert_eq!(short.in_flight(0), 2);
         assert_eq!(short.in_flight(3), 1);
         let total: u64 = stages[2].items().iter().map(|(_, b)| b).sum();

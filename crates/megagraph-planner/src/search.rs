@@ -3,37 +3,15 @@
 //! predicted step time into a [`PlanReport`].
 
 use crate::cost::{CandidateCost, CostModel};
-use crate::latency::FitOptions;
 use crate::memory::{MemoryBreakdown, format_bytes};
 use crate::mesh::CandidateMesh;
 use crate::partition::optimal_partition;
 use crate::plan::Plan;
 use crate::report::{PlanReport, RejectReason, Rejected, SearchSetting};
 use crate::cp_choice::explain_cp_mode;
+use crate::search_options::SearchOptions;
 use megagraph_layout::{CpMode, ParallelConfig, ParallelConfigError};
-use serde::{Deserialize, Serialize};
 use std::time::Instant;
-
-/// Options of the search ([`plan`](crate::plan)).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SearchOptions {
-    /// Largest micro-batch count tried (every divisor of a replica's sequences per step up to
-    /// this). Default: 1024.
-    pub max_micro_batches: usize,
-    /// Fraction of device memory a plan may use; the rest is left for the allocator's
-    /// fragmentation and the runtime. Default: 0.95.
-    pub memory_fraction: f64,
-    /// Plans within this fraction of the fastest predicted step time count as equally fast; of
-    /// those, the one with the smallest peak memory is ranked first. Default: 0.01.
-    pub time_tolerance: f64,
-    /// How profiles are fitted.
-    pub fit: FitOptions,
-    /// The context mode every plan uses (`"ring"` or `"ulysses"`); `None` (the default): both
-    /// are tried for every `cp > 1` (Ulysses only where `cp` divides the heads) and the faster
-    /// that fits is kept.
-    #[serde(default)]
-    pub cp_mode: Option<CpMode>,
-}
 
 /// Why a search found no plan.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -72,18 +50,6 @@ pub enum SearchError {
         /// Every rejection.
         rejected: Vec<Rejected>,
     },
-}
-
-impl Default for SearchOptions {
-    fn default() -> Self {
-        Self {
-            max_micro_batches: 1024,
-            memory_fraction: 0.95,
-            time_tolerance: 0.01,
-            fit: FitOptions::default(),
-            cp_mode: None,
-        }
-    }
 }
 
 /// The divisors of `n`, increasing.
@@ -341,27 +307,13 @@ mod tests {
     use super::*;
     use crate::cluster::{ClusterSpec, ComputeHints, LinkSpec};
     use crate::fitted::FittedProfile;
+    use crate::latency::FitOptions;
     use crate::profile::{ProfileLadder, analytic_profile};
     use crate::workload::{ModelShape, Workload};
     use megagraph_layout::ParallelConfigError;
 
-    fn model(
-        devices_per_node: usize,
-        nodes: usize,
-        memory: u64,
-        seq_len: usize,
-        sequences: usize,
-    ) -> CostModel {
-        model_of(
-            ModelShape::paper(),
-            devices_per_node,
-            nodes,
-            memory,
-            seq_len,
-            sequences,
-        )
-    }
-
+    /// The cost model of `shape` on `nodes` nodes of `devices_per_node` GPUs of `memory` bytes,
+    /// for steps of `sequences` sequences of `seq_len` nodes.
     fn model_of(
         shape: ModelShape,
         devices_per_node: usize,
@@ -408,7 +360,7 @@ mod tests {
     fn respects_memory_limits_and_explains_rejections() {
         // 4 x 24 GB devices, S = 96K: one sequence's index rows alone are 9.9 GB per device at
         // cp = 1.
-        let model = model(4, 1, 24_000_000_000, 98_304, 8);
+        let model = model_of(ModelShape::paper(), 4, 1, 24_000_000_000, 98_304, 8);
         let report = search(&model, &SearchOptions::default()).unwrap();
         let limit = report.setting.memory_limit_bytes;
         assert_eq!(limit, 22_800_000_000);
@@ -516,7 +468,7 @@ mod tests {
     #[test]
     fn nothing_fits_names_the_closest_configuration() {
         // 2 GB devices and S = 64K: the index rows alone are 2.1 GB at cp = 2.
-        let model = model(2, 1, 2_000_000_000, 65_536, 2);
+        let model = model_of(ModelShape::paper(), 2, 1, 2_000_000_000, 65_536, 2);
         match search(&model, &SearchOptions::default()) {
             Err(error @ SearchError::NothingFits { .. }) => {
                 let SearchError::NothingFits {
@@ -541,7 +493,7 @@ mod tests {
 
     #[test]
     fn plan_json_has_exactly_the_documented_fields() {
-        let model = model(2, 1, 141_000_000_000, 4_096, 4);
+        let model = model_of(ModelShape::paper(), 2, 1, 141_000_000_000, 4_096, 4);
         let report = search(&model, &SearchOptions::default()).unwrap();
         let json = serde_json::to_value(&report.best).unwrap();
         let mut keys: Vec<&str> = json

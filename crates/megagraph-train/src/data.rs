@@ -253,6 +253,21 @@ impl SequenceDataset {
         self.sequences.len()
     }
 
+    /// One line for a log or terminal: the dataset's name, node, edge and class counts, and its
+    /// sequences (`cora: 2708 nodes, 10556 edges, 7 classes, 11 sequences of <= 256 nodes`).
+    pub fn summary(&self) -> String {
+        let d = &self.dataset;
+        format!(
+            "{}: {} nodes, {} edges, {} classes, {} sequences of <= {} nodes",
+            d.name,
+            d.graph.num_nodes(),
+            d.graph.num_edges(),
+            d.num_classes,
+            self.num_sequences(),
+            self.seq_len
+        )
+    }
+
     /// The split a node belongs to.
     pub fn role(&self, node: u32) -> SplitRole {
         self.roles[node as usize]

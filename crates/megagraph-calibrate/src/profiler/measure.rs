@@ -119,16 +119,13 @@ pub(super) fn measure_jobs<B: ContextParallelBackend>(
                         // spread over the whole profile and a drift of the machine's speed
                         // moves all points alike
                         'passes: for pass in 0..options.warmup + options.repeats {
-                            for (index, &(part, batch, size)) in jobs.iter().enumerate() {
+                            for (index, &job) in jobs.iter().enumerate() {
                                 if failed.load(Ordering::Acquire) {
                                     break 'passes;
                                 }
                                 let timed = pass >= options.warmup;
                                 // every copy runs every job, meeting the others before each pass
-                                let together =
-                                    measure_run(&mut bench, part, batch, size, meter, &|| {
-                                        lockstep.wait()
-                                    });
+                                let together = measure_run(&mut bench, job, meter, &|| lockstep.wait());
                                 if let Some(run) = record(together, failed, failure, lockstep)
                                     && timed
                                 {
@@ -140,14 +137,7 @@ pub(super) fn measure_jobs<B: ContextParallelBackend>(
                                 // then the first copy alone, the others waiting for it
                                 if timed && copies > 1 {
                                     if copy == 0 && !failed.load(Ordering::Acquire) {
-                                        let alone = measure_run(
-                                            &mut bench,
-                                            part,
-                                            batch,
-                                            size,
-                                            meter,
-                                            &|| {},
-                                        );
+                                        let alone = measure_run(&mut bench, job, meter, &|| {});
                                         if let Some(run) = record(alone, failed, failure, lockstep)
                                         {
                                             let runs = &mut runs[index];
@@ -198,12 +188,11 @@ pub(super) fn measure_jobs<B: ContextParallelBackend>(
     Ok(first)
 }
 
-/// One run of a part on `bench`, its panics and errors turned into [`MeasureError`]s.
+/// One run on `bench` of a job (a part, its batch and size; see [`PartBench::run`]), its
+/// panics and errors turned into [`MeasureError`]s.
 fn measure_run<B: ContextParallelBackend>(
     bench: &mut PartBench<B>,
-    part: ProfiledPart,
-    batch: usize,
-    size: usize,
+    (part, batch, size): (ProfiledPart, usize, usize),
     meter: &dyn MemoryMeter,
     start_together: &dyn Fn(),
 ) -> Result<Run, MeasureError> {

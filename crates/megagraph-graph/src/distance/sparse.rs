@@ -32,21 +32,9 @@ use crate::graph::Graph;
 /// Deserializing checks every invariant above (a malformed file is an error, never a panic
 /// later).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "SparseParts")]
+// the derived (de)serializers are inherent functions; the trait impls below check the fields
+#[serde(remote = "Self")]
 pub struct SparseDistanceIndex {
-    first_row: usize,
-    seq_len: usize,
-    max_distance: u8,
-    row_offsets: Vec<u64>,
-    columns: Vec<u32>,
-    buckets: Vec<u8>,
-    #[serde(default)]
-    truncated_rows: usize,
-}
-
-/// The serialized fields of a [`SparseDistanceIndex`], validated before use.
-#[derive(Deserialize)]
-struct SparseParts {
     first_row: usize,
     seq_len: usize,
     max_distance: u8,
@@ -411,10 +399,25 @@ impl SparseDistanceIndex {
     }
 }
 
-impl TryFrom<SparseParts> for SparseDistanceIndex {
-    type Error = GraphError;
+impl Serialize for SparseDistanceIndex {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        SparseDistanceIndex::serialize(self, serializer)
+    }
+}
 
-    fn try_from(p: SparseParts) -> Result<Self, GraphError> {
+impl<'de> Deserialize<'de> for SparseDistanceIndex {
+    /// Reads the fields and checks every invariant of the type (a malformed file is an error).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        SparseDistanceIndex::deserialize(deserializer)?
+            .checked()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl SparseDistanceIndex {
+    /// `self` if its fields hold the invariants of the type (`truncated_rows` clamped to the
+    /// row count), the first broken one otherwise.
+    fn checked(self) -> Result<Self, GraphError> {
         let bad = |field: &'static str, value: String, reason: &'static str| {
             Err(GraphError::InvalidConfig {
                 field,
@@ -422,25 +425,25 @@ impl TryFrom<SparseParts> for SparseDistanceIndex {
                 reason,
             })
         };
-        if p.max_distance > super::MAX_DISTANCE_LIMIT {
+        if self.max_distance > super::MAX_DISTANCE_LIMIT {
             return Err(GraphError::MaxDistanceTooLarge {
-                max_distance: p.max_distance,
+                max_distance: self.max_distance,
             });
         }
-        let Some((&first, _)) = p.row_offsets.split_first() else {
+        let Some((&first, _)) = self.row_offsets.split_first() else {
             return bad("row_offsets", "[]".into(), "must hold rows + 1 offsets");
         };
-        let rows = p.row_offsets.len() - 1;
-        check_rows(&(p.first_row..p.first_row.saturating_add(rows)), p.seq_len)?;
-        let nnz = p.columns.len() as u64;
-        if first != 0 || p.row_offsets.last() != Some(&nnz) || p.buckets.len() != p.columns.len() {
+        let rows = self.row_offsets.len() - 1;
+        check_rows(&(self.first_row..self.first_row.saturating_add(rows)), self.seq_len)?;
+        let nnz = self.columns.len() as u64;
+        if first != 0 || self.row_offsets.last() != Some(&nnz) || self.buckets.len() != self.columns.len() {
             return bad(
                 "row_offsets",
-                format!("{first}..{:?} for {nnz} columns", p.row_offsets.last()),
+                format!("{first}..{:?} for {nnz} columns", self.row_offsets.last()),
                 "must start at 0 and end at nnz = columns.len() = buckets.len()",
             );
         }
-        for (i, w) in p.row_offsets.windows(2).enumerate() {
+        for (i, w) in self.row_offsets.windows(2).enumerate() {
             if w[0] > w[1] {
                 return bad(
                     "row_offsets",
@@ -449,9 +452,9 @@ impl TryFrom<SparseParts> for SparseDistanceIndex {
                 );
             }
             let (start, end) = (w[0] as usize, w[1] as usize);
-            let cols = &p.columns[start..end];
+            let cols = &self.columns[start..end];
             if cols.windows(2).any(|c| c[0] >= c[1])
-                || cols.last().is_some_and(|&c| c as usize >= p.seq_len)
+                || cols.last().is_some_and(|&c| c as usize >= self.seq_len)
             {
                 return bad(
                     "columns",
@@ -460,7 +463,7 @@ impl TryFrom<SparseParts> for SparseDistanceIndex {
                 );
             }
         }
-        if let Some(b) = p.buckets.iter().find(|&&b| b > p.max_distance) {
+        if let Some(b) = self.buckets.iter().find(|&&b| b > self.max_distance) {
             return bad(
                 "buckets",
                 b.to_string(),
@@ -468,13 +471,8 @@ impl TryFrom<SparseParts> for SparseDistanceIndex {
             );
         }
         Ok(Self {
-            first_row: p.first_row,
-            seq_len: p.seq_len,
-            max_distance: p.max_distance,
-            row_offsets: p.row_offsets,
-            columns: p.columns,
-            buckets: p.buckets,
-            truncated_rows: p.truncated_rows.min(rows),
+            truncated_rows: self.truncated_rows.min(rows),
+            ..self
         })
     }
 }

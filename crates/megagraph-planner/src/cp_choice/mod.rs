@@ -6,7 +6,7 @@ use crate::memory::{MemoryBreakdown, format_bytes};
 use crate::mesh::CandidateMesh;
 use crate::plan::Plan;
 use crate::report::{RejectReason, Rejected};
-use crate::search::SearchOptions;
+use crate::search_options::SearchOptions;
 use megagraph_layout::CpMode;
 use std::fmt::Write;
 

@@ -10,7 +10,8 @@ use crate::fitted::FittedProfile;
 use crate::latency::FitOptions;
 use crate::profile::{ProfileLadder, ProfileTable, analytic_profile};
 use crate::report::{PlanReport, RejectReason};
-use crate::search::{SearchError, SearchOptions, search};
+use crate::search::{SearchError, search};
+use crate::search_options::SearchOptions;
 use crate::workload::{ModelShape, Workload};
 use megagraph_layout::{CpMode, ParallelConfig, ParallelConfigError};
 
