@@ -78,6 +78,8 @@ fn synthetic_dataset(synthetic: &SyntheticConfig) -> Result<Dataset> {
             Ok(Dataset {
                 name: "power_law".into(),
                 graph: graph.into(),
+                // the planted edges are not the power-law graph's
+                edge_features: None,
                 ..planted
             })
         }
