@@ -262,6 +262,7 @@ fn batch(problem: &Problem, index: BucketIndex<B>) -> GraphBatch<B> {
         out_degree: Tensor::<B, 2, Int>::ones([BATCH, SEQ], &device),
         distance: index,
         padding: problem.padding(&device),
+        edge_paths: None,
     }
 }
 

@@ -119,7 +119,10 @@ mod tests {
         assert_eq!(row_of(0, 0), [0.0, 0.0]);
         assert!(matches!(
             EdgeFeatures::for_arcs(&graph, &edges, 3, &rows),
-            Err(GraphError::InvalidConfig { field: "edge_features", .. })
+            Err(GraphError::InvalidConfig {
+                field: "edge_features",
+                ..
+            })
         ));
     }
 }

@@ -80,7 +80,11 @@ impl EdgePathIndex {
     /// # Panics
     /// If `i` or `j` is not below [`len`](Self::len).
     pub fn path(&self, i: usize, j: usize) -> &[usize] {
-        assert!(i < self.seq_len && j < self.seq_len, "pair ({i}, {j}) outside a sequence of {}", self.seq_len);
+        assert!(
+            i < self.seq_len && j < self.seq_len,
+            "pair ({i}, {j}) outside a sequence of {}",
+            self.seq_len
+        );
         let hops = usize::from(self.max_distance);
         let pair = &self.arcs[(i * self.seq_len + j) * hops..][..hops];
         let len = pair.iter().position(|&arc| arc == NO_ARC).unwrap_or(hops);
@@ -108,7 +112,15 @@ struct BfsTree {
 impl BfsTree {
     /// Grows the tree of `source` to depth `max_distance`, through the nodes `scope` allows,
     /// stopping once `targets` other members of the sequence registered in `ws` are reached.
-    fn grow(&mut self, graph: &Graph, source: u32, max_distance: u8, scope: DistanceScope, ws: &mut DistanceWorkspace, targets: usize) {
+    fn grow(
+        &mut self,
+        graph: &Graph,
+        source: u32,
+        max_distance: u8,
+        scope: DistanceScope,
+        ws: &mut DistanceWorkspace,
+        targets: usize,
+    ) {
         self.parent.clear();
         self.members.clear();
         self.source = source;
