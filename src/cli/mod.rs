@@ -10,6 +10,7 @@ mod profile;
 mod temporal;
 mod temporal_compare;
 mod train;
+mod train_progress;
 mod tune;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};

@@ -1,21 +1,17 @@
-use std::io::IsTerminal;
 use std::path::PathBuf;
-
 use std::sync::Arc;
 
 use clap::Args;
-use indicatif::ProgressBar;
 use megagraph_parallel::{ContextParallelBackend, CpMode, MemoryMeter, NodeConfig};
 
 use super::backend::{BackendChoice, BackendJob};
-use super::{ModelShapeArgs, progress_bar};
+use super::ModelShapeArgs;
+use super::train_progress::{EpochProgress, PrepareBars};
 use megagraph_graph::SequenceStrategy;
 use megagraph_train::{AttentionMode, DistanceKind, MeshPlan, ReformSetting, TrainConfig};
 use megagraph_train::write_training_curves;
 use super::error::Result;
-use megagraph_train::{EpochMetrics, TrainReport};
-use megagraph_train::PrepareProgress;
-use megagraph_train::{NodeClassificationTrainer, TrainObserver};
+use megagraph_train::{NodeClassificationTrainer, TrainReport};
 
 /// Options of `megagraph train`.
 #[derive(Debug, Args)]
@@ -429,97 +425,8 @@ impl BackendJob for FitJob<'_> {
         devices: Vec<B::Device>,
         _meter: Arc<dyn MemoryMeter>,
     ) -> Result<TrainReport> {
-        let mut progress = Progress::new();
+        let mut progress = EpochProgress::new();
         Ok(self.trainer.fit_on::<B>(&devices, &mut progress)?.report)
-    }
-}
-
-/// Progress display: a bar per epoch on a terminal, one plain line per epoch otherwise.
-struct Progress {
-    bar: Option<ProgressBar>,
-    terminal: bool,
-}
-
-impl Progress {
-    fn new() -> Self {
-        Self {
-            bar: None,
-            terminal: std::io::stderr().is_terminal(),
-        }
-    }
-}
-
-impl TrainObserver for Progress {
-    fn epoch_started(&mut self, epoch: usize, epochs: usize, steps: usize) {
-        if self.terminal {
-            let bar = progress_bar(steps, "epoch {prefix} [{bar:30}] {pos}/{len} steps {msg}");
-            bar.set_prefix(format!("{epoch}/{epochs}"));
-            self.bar = Some(bar);
-        }
-    }
-
-    fn step_finished(&mut self, loss: f64) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(format!("loss {loss:.4}"));
-            bar.inc(1);
-        }
-    }
-
-    fn epoch_finished(&mut self, m: &EpochMetrics, improved: bool) {
-        let line = format!(
-            "epoch {:>4}  loss {:.4}  train {:.4}  valid {:.4}  test {:.4}  lr {:.2e}  {:.2}s{}",
-            m.epoch,
-            m.loss,
-            m.train_accuracy,
-            m.valid_accuracy,
-            m.test_accuracy,
-            m.learning_rate,
-            m.seconds,
-            if improved { "  *" } else { "" }
-        );
-        match self.bar.take() {
-            Some(bar) => bar.finish_with_message(line),
-            None => eprintln!("{line}"),
-        }
-    }
-}
-
-/// Progress bars of the preparation steps (partitioning, distance indexes), drawn on stderr
-/// when it is a terminal.
-#[derive(Default)]
-struct PrepareBars {
-    bar: std::sync::Mutex<Option<ProgressBar>>,
-}
-
-impl PrepareProgress for PrepareBars {
-    fn start(&self, step: &str, total: usize, unit: &str) {
-        if !std::io::stderr().is_terminal() {
-            return;
-        }
-        let template = format!(
-            "{{prefix:>16}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})"
-        );
-        let bar = progress_bar(total, &template);
-        bar.set_prefix(step.to_string());
-        if let Ok(mut slot) = self.bar.lock() {
-            *slot = Some(bar);
-        }
-    }
-
-    fn advance(&self, done: usize) {
-        if let Ok(slot) = self.bar.lock()
-            && let Some(bar) = slot.as_ref()
-        {
-            bar.inc(done as u64);
-        }
-    }
-
-    fn finish(&self) {
-        if let Ok(mut slot) = self.bar.lock()
-            && let Some(bar) = slot.take()
-        {
-            bar.finish_and_clear();
-        }
     }
 }
 
