@@ -135,6 +135,9 @@ pub fn prepare_with_progress(
         },
     };
     let mut sequences = SequenceDataset::with_progress(dataset, options, progress)?;
+    if config.model.edge_encoding {
+        sequences.with_edge_paths()?;
+    }
     if config.attention.reorder {
         sequences.reorder_clusters(config.attention.clusters, config.training.seed)?;
     }
