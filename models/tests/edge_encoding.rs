@@ -2,24 +2,21 @@
 //! shortest paths found by a breadth-first search written here, the bias `c_ij[h] = (1/N)
 //! Σ_n x_{e_n} · w_n[:, h]` summed by hand, the gradients of the per-hop weights against central
 //! differences of that sum, and the model's use of it (every layer's dense bias, with and
-//! without the graph token; a batch without paths is refused; checkpoints of models without it
-//! still load).
+//! without the graph token; a batch without paths is refused). Checkpoints of models without
+//! it: `checkpoints.rs`.
 
 use std::collections::VecDeque;
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{Module, Param};
-use burn::nn::{LayerNorm, Linear};
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::module::Param;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use megagraph_kernels::{AttentionError, DistanceBias};
-use megagraph_models::encoders::{
-    CentralityEncoding, EdgeEncoding, EdgeEncodingConfig, EdgePaths, GraphToken, InputEncoder, SpatialEncoding,
-};
-use megagraph_models::{
-    GraphBatch, GraphTransformer, GraphTransformerConfig, GraphTransformerLayer, LocalAttention, NodeInput,
-};
+use megagraph_models::encoders::{EdgeEncoding, EdgeEncodingConfig, EdgePaths};
+use megagraph_models::{GraphBatch, LocalAttention, NodeInput};
+
+mod common;
+use common::{assert_close, small_model, values};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -39,10 +36,6 @@ fn uniform(n: usize) -> Vec<f32> {
         .into_data()
         .iter::<f32>()
         .collect()
-}
-
-fn values<BK: Backend, const D: usize>(t: Tensor<BK, D>) -> Vec<f64> {
-    t.into_data().iter::<f64>().collect()
 }
 
 /// A random undirected graph on `NODES` nodes as adjacency lists of `(neighbour, edge id)`,
@@ -191,13 +184,6 @@ fn encoding<BK: Backend>() -> EdgeEncoding<BK> {
     encoding
 }
 
-fn assert_close(got: &[f64], want: &[f64], tolerance: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (n, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tolerance * (1.0 + w.abs()), "{what}[{n}]: {g} vs {w}");
-    }
-}
-
 #[test]
 fn the_bias_matches_float64_paths_summed_by_hand() {
     for _ in 0..3 {
@@ -264,25 +250,13 @@ fn batch(problem: &Problem, with_paths: bool) -> GraphBatch<B> {
     }
 }
 
-fn model_config() -> GraphTransformerConfig {
-    GraphTransformerConfig::new(NODES, 3)
-        .with_feature_dim(Some(D_MODEL))
-        .with_hidden(D_MODEL)
-        .with_ffn_hidden(D_MODEL)
-        .with_num_heads(HEADS)
-        .with_max_distance(MAX_DISTANCE)
-        .with_dropout(0.0)
-        .with_input_dropout(0.0)
-        .with_block_size(4)
-}
-
 #[test]
 fn every_layer_reads_the_bias_with_and_without_the_graph_token() {
     let problem = Problem::draw();
     let device = Default::default();
     let batch = batch(&problem, true);
     for graph_token in [false, true] {
-        let mut model = model_config()
+        let mut model = small_model(NODES, D_MODEL, HEADS, MAX_DISTANCE)
             .with_edge_encoding(Some(EDGE_DIM))
             .with_graph_token(graph_token)
             .init::<B>(&device);
@@ -344,46 +318,4 @@ fn batch_without_paths(batch: &GraphBatch<B>) -> GraphBatch<B> {
         edge_paths: None,
         ..batch.clone()
     }
-}
-
-/// The fields of a [`GraphTransformer`] before the edge encoding: what older checkpoints hold.
-#[derive(Module, Debug)]
-struct GraphTransformerBeforeEdges<B: Backend> {
-    input: InputEncoder<B>,
-    centrality: CentralityEncoding<B>,
-    spatial: SpatialEncoding<B>,
-    layers: Vec<GraphTransformerLayer<B>>,
-    norm: LayerNorm<B>,
-    classifier: Linear<B>,
-    key_dropout: f64,
-    graph_token: Option<GraphToken<B>>,
-}
-
-#[test]
-fn checkpoints_without_the_edge_encoding_still_load() {
-    let device = Default::default();
-    let model: GraphTransformer<B> = model_config().init(&device);
-    let older = GraphTransformerBeforeEdges {
-        input: model.input,
-        centrality: model.centrality,
-        spatial: model.spatial,
-        layers: model.layers,
-        norm: model.norm,
-        classifier: model.classifier,
-        key_dropout: model.key_dropout,
-        graph_token: model.graph_token,
-    };
-    let path = std::env::temp_dir().join(format!("megagraph-edge-encoding-{}", std::process::id()));
-    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let classifier = values(older.classifier.weight.val());
-    older
-        .save_file(path.clone(), &recorder)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let loaded = model_config()
-        .init::<B>(&device)
-        .load_file(path.clone(), &recorder, &device)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_file(path.with_extension("mpk"));
-    assert!(loaded.edge_encoding.is_none());
-    assert_eq!(values(loaded.classifier.weight.val()), classifier);
 }

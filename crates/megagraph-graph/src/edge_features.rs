@@ -74,6 +74,16 @@ impl EdgeFeatures {
         self.values.len().checked_div(self.dim).unwrap_or(0)
     }
 
+    /// The feature row of the arc `src -> dst` of `graph` (the graph these features were built
+    /// for), or `None` if the graph has no such arc.
+    ///
+    /// # Panics
+    /// If `src` is not a node of `graph`.
+    pub fn of_arc(&self, graph: &Graph, src: u32, dst: u32) -> Option<&[f32]> {
+        let k = graph.neighbors(src).binary_search(&dst).ok()?;
+        Some(self.row(graph.offsets()[src as usize] + k))
+    }
+
     /// The feature row of `arc`, shape `[dim]`.
     ///
     /// # Panics
@@ -88,6 +98,11 @@ mod tests {
     use super::*;
     use crate::graph::{GraphOptions, SelfLoops};
 
+    /// The row of arc `src -> dst`, which must exist.
+    fn row_of(features: &EdgeFeatures, graph: &Graph, src: u32, dst: u32) -> Vec<f32> {
+        features.of_arc(graph, src, dst).expect("an arc").to_vec()
+    }
+
     #[test]
     fn arcs_take_the_row_of_the_first_edge_that_yields_them() {
         // 0-1 twice (second row ignored), 1-2 given as 2->1, a self loop 2-2 (dropped)
@@ -96,14 +111,10 @@ mod tests {
         let graph = Graph::from_edges(3, &edges, &GraphOptions::default()).unwrap();
         let features = EdgeFeatures::for_arcs(&graph, &edges, 2, &rows).unwrap();
         assert_eq!(features.num_arcs(), 4);
-        let row_of = |s: u32, d: u32| {
-            let k = graph.neighbors(s).binary_search(&d).unwrap();
-            features.row(graph.offsets()[s as usize] + k).to_vec()
-        };
-        assert_eq!(row_of(0, 1), [1.0, 10.0]);
-        assert_eq!(row_of(1, 0), [1.0, 10.0]);
-        assert_eq!(row_of(1, 2), [2.0, 20.0]);
-        assert_eq!(row_of(2, 1), [2.0, 20.0]);
+        assert_eq!(row_of(&features, &graph, 0, 1), [1.0, 10.0]);
+        assert_eq!(row_of(&features, &graph, 1, 0), [1.0, 10.0]);
+        assert_eq!(row_of(&features, &graph, 1, 2), [2.0, 20.0]);
+        assert_eq!(row_of(&features, &graph, 2, 1), [2.0, 20.0]);
         // directed, with added self loops: 1 -> 0 is its own edge, loops read zeros
         let options = GraphOptions {
             symmetrize: false,
@@ -111,12 +122,8 @@ mod tests {
         };
         let graph = Graph::from_edges(3, &edges, &options).unwrap();
         let features = EdgeFeatures::for_arcs(&graph, &edges, 2, &rows).unwrap();
-        let row_of = |s: u32, d: u32| {
-            let k = graph.neighbors(s).binary_search(&d).unwrap();
-            features.row(graph.offsets()[s as usize] + k).to_vec()
-        };
-        assert_eq!(row_of(1, 0), [3.0, 30.0]);
-        assert_eq!(row_of(0, 0), [0.0, 0.0]);
+        assert_eq!(row_of(&features, &graph, 1, 0), [3.0, 30.0]);
+        assert_eq!(row_of(&features, &graph, 0, 0), [0.0, 0.0]);
         assert!(matches!(
             EdgeFeatures::for_arcs(&graph, &edges, 3, &rows),
             Err(GraphError::InvalidConfig {

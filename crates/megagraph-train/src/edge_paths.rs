@@ -59,8 +59,9 @@ pub(crate) fn edge_paths<B: Backend>(
     let mut ids = vec![-1i64; batch * seq_len * seq_len * hops];
     let mut inverse_length = vec![0.0f32; batch * seq_len * seq_len];
     for (b, table) in tables.iter().enumerate() {
-        for i in 0..table.len() {
-            for j in 0..table.len() {
+        let (len, _) = table.shape();
+        for i in 0..len {
+            for j in 0..len {
                 let path = table.path(i, j);
                 if path.is_empty() {
                     continue;

@@ -59,26 +59,16 @@ impl EdgePathIndex {
         })
     }
 
-    /// Sequence length `S`.
-    pub fn len(&self) -> usize {
-        self.seq_len
-    }
-
-    /// Whether the sequence is empty.
-    pub fn is_empty(&self) -> bool {
-        self.seq_len == 0
-    }
-
-    /// The longest path stored (hops per pair).
-    pub fn max_distance(&self) -> u8 {
-        self.max_distance
+    /// The number of positions `S` (the sequence's nodes) and of hops stored per pair.
+    pub fn shape(&self) -> (usize, u8) {
+        (self.seq_len, self.max_distance)
     }
 
     /// The arcs of the path from position `i` to position `j`, in order (empty when the pair
     /// has none).
     ///
     /// # Panics
-    /// If `i` or `j` is not below [`len`](Self::len).
+    /// If `i` or `j` is not below the sequence length.
     pub fn path(&self, i: usize, j: usize) -> &[usize] {
         assert!(
             i < self.seq_len && j < self.seq_len,

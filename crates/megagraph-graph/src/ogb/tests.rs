@@ -54,13 +54,9 @@ fn edge_features_load_per_arc_and_bypass_the_cache() {
     let features = first.edge_features.as_ref().expect("edge features");
     assert_eq!((features.dim, features.num_arcs()), (2, 6));
     let graph = &first.graph;
-    let row_of = |s: u32, d: u32| {
-        let k = graph.neighbors(s).binary_search(&d).unwrap();
-        features.row(graph.offsets()[s as usize] + k).to_vec()
-    };
-    assert_eq!(row_of(1, 2), [2.0, 0.25]);
-    assert_eq!(row_of(2, 1), [2.0, 0.25]);
-    assert_eq!(row_of(3, 2), [3.0, 7.0]);
+    assert_eq!(features.of_arc(graph, 1, 2).unwrap(), [2.0, 0.25]);
+    assert_eq!(features.of_arc(graph, 2, 1).unwrap(), [2.0, 0.25]);
+    assert_eq!(features.of_arc(graph, 3, 2).unwrap(), [3.0, 7.0]);
     let before = *calls.lock().unwrap();
     let second = load_ogb_with_progress(data.path(), &options, &count).unwrap();
     assert!(*calls.lock().unwrap() > before, "parsed again: no cache for edge features");
