@@ -443,3 +443,31 @@ fn the_graph_token_trains_checkpoints_resumes_and_is_refused_on_a_mesh() {
     let output = megagraph(&args);
     assert!(!output.status.success() && stderr(&output).contains("model.graph_token"), "{}", stderr(&output));
 }
+
+#[test]
+fn the_edge_encoding_trains_on_edge_features_and_is_refused_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("edges.toml");
+    std::fs::write(&config, "[synthetic]\nnodes = 300\nclasses = 3\nfeature_dim = 16\nedge_feature_dim = 4\n").unwrap();
+    let metrics = dir.path().join("metrics.json");
+    let mut args = vec!["train", "--config", config.to_str().unwrap(), "--epochs", "1", "--edge-encoding"];
+    args.extend_from_slice(&["--metrics-out", metrics.to_str().unwrap()]);
+    args.extend_from_slice(TINY);
+    let output = megagraph(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("test accuracy"));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
+    assert_eq!(json["epochs_run"], 1, "{json}");
+    // with the graph token too
+    args.push("--graph-token");
+    let output = megagraph(&args);
+    assert!(output.status.success(), "with the graph token: {}", stderr(&output));
+    // the built-in graph has no edge features; a mesh is refused
+    for extra in [&[][..], &["--cp", "2"][..]] {
+        let mut args = vec!["train", "--synthetic", "--epochs", "1", "--edge-encoding"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(TINY);
+        let output = megagraph(&args);
+        assert!(!output.status.success() && stderr(&output).contains("model.edge_encoding"), "{extra:?}: {}", stderr(&output));
+    }
+}

@@ -84,6 +84,14 @@ pub enum AttentionError {
     /// The distance index could not be built or read.
     #[error("graph attention distance index: {0}")]
     IndexData(String),
+    /// An input the model needs is absent from the batch.
+    #[error("graph attention input `{input}` is missing: {reason}")]
+    MissingInput {
+        /// Name of the input, e.g. `"edge_paths"`.
+        input: &'static str,
+        /// Why it is needed.
+        reason: &'static str,
+    },
 }
 
 /// Checks `actual` against `expected` (`(name, size)` per dimension).

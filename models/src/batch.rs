@@ -1,6 +1,8 @@
 use burn::tensor::{Bool, Int, Tensor, backend::Backend};
 use megagraph_kernels::BucketIndex;
 
+use crate::encoders::EdgePaths;
+
 /// What the input encoder reads for each node of a sequence.
 #[derive(Clone, Debug)]
 pub enum NodeInput<B: Backend> {
@@ -26,6 +28,9 @@ pub struct GraphBatch<B: Backend> {
     pub distance: BucketIndex<B>,
     /// Padding mask, shape `[batch, seq]`; `true` marks a padded position.
     pub padding: Tensor<B, 2, Bool>,
+    /// One shortest path per pair as edge features, for a model with an [edge
+    /// encoding](crate::encoders::EdgeEncoding); `None` otherwise.
+    pub edge_paths: Option<EdgePaths<B>>,
 }
 
 impl<B: Backend> GraphBatch<B> {

@@ -10,6 +10,8 @@
 //! - a [spatial encoding](encoders::SpatialEncoding): one learned scalar per (shortest-path
 //!   distance bucket, head) added to the attention logits, read through a `u8` distance index so
 //!   the bias is never a dense `[batch, heads, seq, seq]` float tensor;
+//! - optionally Graphormer's [edge encoding](encoders::EdgeEncoding): the mean over one shortest
+//!   path of the edge features, projected per hop and head, a dense bias shared by all layers;
 //! - optionally Graphormer's [graph token](encoders::GraphToken): one learned position per
 //!   sequence joined to every node, whose pairs read their own row of the spatial table;
 //! - `L` pre-LN [layers](GraphTransformerLayer) of biased multi-head attention and a GELU FFN;

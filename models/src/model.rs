@@ -5,8 +5,8 @@ use burn::tensor::{Bool, Tensor, backend::Backend};
 use megagraph_kernels::{AttentionError, BucketIndex, GraphAttentionBackend};
 
 use crate::encoders::{
-    CentralityEncoding, CentralityEncodingConfig, GraphToken, GraphTokenConfig, InputEncoder, InputEncoderConfig,
-    SpatialEncoding, SpatialEncodingConfig,
+    CentralityEncoding, CentralityEncodingConfig, EdgeEncoding, EdgeEncodingConfig, GraphToken, GraphTokenConfig,
+    InputEncoder, InputEncoderConfig, SpatialEncoding, SpatialEncodingConfig,
 };
 use crate::{
     Attend, GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, LocalAttention, key_mask, spatial_bias,
@@ -62,6 +62,11 @@ pub struct GraphTransformerConfig {
     /// Default: false.
     #[config(default = false)]
     pub graph_token: bool,
+    /// Graphormer's edge encoding ([`EdgeEncoding`]) over edge features of this width: the mean
+    /// over one shortest path (up to `max_distance` hops) of the edge features, projected per
+    /// hop and head, added to every layer's logits. Batches then carry
+    /// [`GraphBatch::edge_paths`]. Default: `None` (off).
+    pub edge_encoding: Option<usize>,
 }
 
 /// A Graphormer-style Graph Transformer for node classification.
@@ -83,6 +88,8 @@ pub struct GraphTransformer<B: Backend> {
     pub key_dropout: f64,
     /// The graph token, if the model has one (see [`GraphTransformerConfig::graph_token`]).
     pub graph_token: Option<GraphToken<B>>,
+    /// The edge encoding, if the model has one (see [`GraphTransformerConfig::edge_encoding`]).
+    pub edge_encoding: Option<EdgeEncoding<B>>,
 }
 
 impl GraphTransformerConfig {
@@ -123,6 +130,9 @@ impl GraphTransformerConfig {
                     .unwrap_or_else(|_| panic!("max_distance {} leaves no u8 bucket for the graph token", self.max_distance));
                 GraphTokenConfig::new(self.hidden, bucket).init(device)
             }),
+            edge_encoding: self
+                .edge_encoding
+                .map(|edge_dim| EdgeEncodingConfig::new(edge_dim, self.num_heads, self.max_distance).init(device)),
         }
     }
 }
@@ -197,16 +207,18 @@ impl<B: Backend> GraphTransformer<B> {
     }
 
     /// The layers `layers` over `x` with `attend` as their attention core. The distance index
-    /// (widened by the graph token, if any) is built once for all of them; the key mask is drawn
-    /// per layer ([`key_mask`]).
+    /// (widened by the graph token, if any) and the edge encoding's bias are built once for all
+    /// of them; the key mask is drawn per layer ([`key_mask`]).
     fn attend_layers<A>(&self, mut x: Tensor<B, 3>, batch: &GraphBatch<B>, layers: std::ops::Range<usize>, attend: &A) -> Result<Tensor<B, 3>, A::Error>
     where
         A: Attend<B>,
         A::Error: From<AttentionError>,
     {
         let distance = self.attention_index(batch.distance.clone())?;
+        let edges = self.edge_bias(batch)?;
         for (index, layer) in self.layers.iter().enumerate().take(layers.end).skip(layers.start) {
-            let bias = spatial_bias(self.spatial.bias(distance.clone()), self.attention_keys(&batch.padding));
+            let mut bias = spatial_bias(self.spatial.bias(distance.clone()), self.attention_keys(&batch.padding));
+            bias.dense = edges.clone();
             x = layer.forward_with(x, bias, attend, index)?;
         }
         Ok(x)
@@ -219,6 +231,28 @@ impl<B: Backend> GraphTransformer<B> {
             Some(token) => token.index(distance),
             None => Ok(distance),
         }
+    }
+
+    /// The edge encoding's dense bias of `batch`, `[batch, heads, seq, seq]` (widened by the
+    /// graph token's zero row and column when the model has one), or `None` without an edge
+    /// encoding.
+    ///
+    /// # Errors
+    /// [`AttentionError::MissingInput`] if the model has an edge encoding and the batch no edge
+    /// paths; as [`EdgeEncoding::forward`].
+    pub fn edge_bias(&self, batch: &GraphBatch<B>) -> Result<Option<Tensor<B, 4>>, AttentionError> {
+        let Some(encoding) = &self.edge_encoding else {
+            return Ok(None);
+        };
+        let paths = batch.edge_paths.as_ref().ok_or(AttentionError::MissingInput {
+            input: "edge_paths",
+            reason: "the model has an edge encoding",
+        })?;
+        let bias = encoding.forward(paths)?;
+        Ok(Some(match &self.graph_token {
+            Some(token) => token.widen_bias(bias),
+            None => bias,
+        }))
     }
 
     /// One layer's key mask ([`key_mask`] of `padding`), with the graph token's key, never

@@ -1,23 +1,22 @@
 //! Graphormer's graph token against a plain float64 computation: the attention of a layer with
 //! the token (dense `S + 1` attention, the bias built by hand from the distances and the virtual
 //! scalar), the gradients of the virtual-distance scalars and of the token embedding, and the
-//! model's behaviour with it (dense and sparse indexes agree, padding stays masked, checkpoints
-//! of models without it still load).
+//! model's behaviour with it (dense and sparse indexes agree, padding stays masked). Checkpoints
+//! of models without it: `checkpoints.rs`.
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{Module, Param};
-use burn::nn::{LayerNorm, Linear};
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::module::Param;
+use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use megagraph_kernels::{BucketIndex, DistanceBias, SparseBucketIndex};
-use megagraph_models::encoders::{
-    CentralityEncoding, GraphToken, GraphTokenConfig, InputEncoder, SpatialEncoding, SpatialEncodingConfig,
-};
+use megagraph_models::encoders::{GraphToken, GraphTokenConfig, SpatialEncoding, SpatialEncodingConfig};
 use megagraph_models::{
-    GraphAttention, GraphAttentionConfig, GraphBatch, GraphTransformer, GraphTransformerConfig, GraphTransformerLayer,
-    LocalAttention, NodeInput, spatial_bias,
+    GraphAttention, GraphAttentionConfig, GraphBatch, LocalAttention, NodeInput, spatial_bias,
 };
+
+mod common;
+use common::{assert_close, small_model, values};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -89,10 +88,6 @@ impl Problem {
     fn padding<BK: Backend>(&self, device: &BK::Device) -> Tensor<BK, 2, Bool> {
         Tensor::from_data(TensorData::new(self.padding.clone(), [BATCH, SEQ]), device)
     }
-}
-
-fn values<BK: Backend, const D: usize>(t: Tensor<BK, D>) -> Vec<f64> {
-    t.into_data().iter::<f64>().collect()
 }
 
 /// `x · weight + bias` of a linear layer, on `[rows, d_in]` row-major.
@@ -187,13 +182,6 @@ fn parts<BK: Backend>() -> (GraphAttention<BK>, GraphToken<BK>, SpatialEncoding<
     (attention, token, spatial)
 }
 
-fn assert_close(got: &[f64], want: &[f64], tolerance: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (n, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tolerance * (1.0 + w.abs()), "{what}[{n}]: {g} vs {w}");
-    }
-}
-
 #[test]
 fn the_token_table_row_starts_one_hop_away() {
     let spatial = SpatialEncodingConfig::new(4, 3).with_initial_decay(1.5).with_graph_token(true).init::<B>(&Default::default());
@@ -262,26 +250,15 @@ fn batch(problem: &Problem, index: BucketIndex<B>) -> GraphBatch<B> {
         out_degree: Tensor::<B, 2, Int>::ones([BATCH, SEQ], &device),
         distance: index,
         padding: problem.padding(&device),
+        edge_paths: None,
     }
-}
-
-fn model_config() -> GraphTransformerConfig {
-    GraphTransformerConfig::new(BATCH * SEQ, 3)
-        .with_feature_dim(Some(D_MODEL))
-        .with_hidden(D_MODEL)
-        .with_ffn_hidden(D_MODEL)
-        .with_num_heads(HEADS)
-        .with_max_distance(MAX_DISTANCE)
-        .with_dropout(0.0)
-        .with_input_dropout(0.0)
-        .with_block_size(4)
 }
 
 #[test]
 fn the_model_with_the_token_agrees_dense_and_sparse_masks_padding_and_drops_the_token() {
     let problem = Problem::draw();
     let device = Default::default();
-    let mut model = model_config().with_graph_token(true).init::<B>(&device);
+    let mut model = small_model(BATCH * SEQ, D_MODEL, HEADS, MAX_DISTANCE).with_graph_token(true).init::<B>(&device);
     let token = model.graph_token.as_mut().unwrap_or_else(|| panic!("no graph token"));
     token.embedding = Param::from_tensor(Tensor::random([1, D_MODEL], Distribution::Normal(0.0, 1.0), &device));
     let dense = model.forward(batch(&problem, problem.dense(&device)));
@@ -310,43 +287,4 @@ fn the_model_with_the_token_agrees_dense_and_sparse_masks_padding_and_drops_the_
     let without = values(model.forward(batch(&problem, problem.dense(&device))));
     let moved_by_token = dense.iter().zip(&without).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(moved_by_token > 1e-4, "the token changed no logit ({moved_by_token})");
-}
-
-/// The fields of a [`GraphTransformer`] before the graph token: what older checkpoints hold.
-#[derive(Module, Debug)]
-struct GraphTransformerBeforeToken<B: Backend> {
-    input: InputEncoder<B>,
-    centrality: CentralityEncoding<B>,
-    spatial: SpatialEncoding<B>,
-    layers: Vec<GraphTransformerLayer<B>>,
-    norm: LayerNorm<B>,
-    classifier: Linear<B>,
-    key_dropout: f64,
-}
-
-#[test]
-fn checkpoints_without_the_token_still_load() {
-    let device = Default::default();
-    let model: GraphTransformer<B> = model_config().init(&device);
-    let older = GraphTransformerBeforeToken {
-        input: model.input,
-        centrality: model.centrality,
-        spatial: model.spatial,
-        layers: model.layers,
-        norm: model.norm,
-        classifier: model.classifier,
-        key_dropout: model.key_dropout,
-    };
-    let path = std::env::temp_dir().join(format!("megagraph-graph-token-{}", std::process::id()));
-    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let (classifier, table) = (values(older.classifier.weight.val()), values(older.spatial.table.val()));
-    older.save_file(path.clone(), &recorder).unwrap_or_else(|e| panic!("{e}"));
-    let loaded = model_config()
-        .init::<B>(&device)
-        .load_file(path.clone(), &recorder, &device)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_file(path.with_extension("mpk"));
-    assert!(loaded.graph_token.is_none());
-    assert_eq!(values(loaded.classifier.weight.val()), classifier);
-    assert_eq!(values(loaded.spatial.table.val()), table);
 }

@@ -85,6 +85,11 @@ pub struct TrainArgs {
     /// its own learned spatial bias (one device, full attention).
     #[arg(long)]
     pub graph_token: bool,
+    /// Graphormer's edge encoding: the mean over one shortest path of the edge features,
+    /// projected per hop and head, added to the logits (needs edge features; one device, full
+    /// attention).
+    #[arg(long)]
+    pub edge_encoding: bool,
     /// Peak learning rate.
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
@@ -286,6 +291,7 @@ impl TrainArgs {
         set(&mut c.model.input_dropout, &self.input_dropout);
         set(&mut c.model.key_dropout, &self.key_dropout);
         c.model.graph_token |= self.graph_token;
+        c.model.edge_encoding |= self.edge_encoding;
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         if self.metrics_out.is_some() {

@@ -220,6 +220,7 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
                 out_degree: ints(repeat(&self.degrees)),
                 distance: self.index(n, device)?,
                 padding: Tensor::<B, 2>::zeros([n, s], device).equal_elem(1.0),
+                edge_paths: None,
             },
             labels: ints(repeat(&self.labels)),
             train_weight: Tensor::from_data(TensorData::new(weight, [n, s]), device),

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::edge_features::EdgeFeatures;
 use crate::graph::Graph;
 
 /// Dense node features, row-major `[num_nodes, dim]`.
@@ -47,6 +48,9 @@ pub struct Dataset {
     pub graph: Arc<Graph>,
     /// Node features `[N, dim]`, `None` when the dataset has none.
     pub features: Option<NodeFeatures>,
+    /// Edge features, one row per arc of `graph` (see [`EdgeFeatures`]), `None` when the dataset
+    /// has none.
+    pub edge_features: Option<EdgeFeatures>,
     /// Class id per node, shape `[N]`; `-1` = unlabelled.
     pub labels: Vec<i64>,
     /// Number of classes: the largest label + 1.
@@ -74,6 +78,7 @@ impl Dataset {
             name,
             graph: Arc::new(graph),
             features,
+            edge_features: None,
             labels,
             num_classes,
             split,
@@ -88,6 +93,11 @@ impl Dataset {
     /// Feature dimension (0 when there are no features).
     pub fn feature_dim(&self) -> usize {
         self.features.as_ref().map_or(0, |f| f.dim)
+    }
+
+    /// Edge feature dimension (0 when there are no edge features).
+    pub fn edge_feature_dim(&self) -> usize {
+        self.edge_features.as_ref().map_or(0, |f| f.dim)
     }
 
     /// Number of labelled nodes (label `>= 0`).

@@ -5,6 +5,7 @@
 //! `S * S * H` floats; the model maps buckets to per-head biases itself.
 
 mod bfs;
+mod paths;
 mod sparse;
 mod sparse_parallel;
 #[cfg(test)]
@@ -18,6 +19,7 @@ use crate::error::GraphError;
 use crate::graph::Graph;
 use bfs::{Bfs, bfs_visit, prepare_sequence};
 
+pub use paths::{EdgePathIndex, NO_ARC};
 pub use sparse::SparseDistanceIndex;
 pub use sparse_parallel::{
     sparse_distance_index_parallel, sparse_distance_index_parallel_budgeted,

@@ -13,6 +13,9 @@
 //!   spatial attention biases; [`distance::SparseDistanceIndex`]: the same buckets of a block
 //!   of query rows as CSR (only pairs within `max_distance`), for long sequences.
 //!
+//! - [`EdgeFeatures`]: per-arc features (from `raw/edge-feat.csv` or the CSBM generator) and
+//!   [`EdgePathIndex`]: one shortest path per pair of a sequence as its arcs, for Graphormer's
+//!   edge encoding.
 //! - [`temporal`]: timestamped event streams (loaders, chronological split, a synthetic
 //!   user-item generator) and temporal neighbour and negative sampling for temporal GNNs.
 //!
@@ -22,6 +25,7 @@
 
 pub mod dataset;
 pub mod distance;
+pub mod edge_features;
 pub mod error;
 pub mod graph;
 pub mod ogb;
@@ -31,10 +35,11 @@ pub mod temporal;
 
 pub use dataset::{Dataset, NodeFeatures, Split};
 pub use distance::{
-    DistanceIndex, DistanceScope, DistanceWorkspace, SparseDistanceIndex, distance_indexes,
+    DistanceIndex, EdgePathIndex, DistanceScope, DistanceWorkspace, SparseDistanceIndex, distance_indexes,
     distance_indexes_with_progress, sparse_distance_index_parallel, sparse_distance_indexes,
     sparse_distance_indexes_with_progress,
 };
+pub use edge_features::EdgeFeatures;
 pub use error::{GraphError, LoadError};
 pub use graph::{Graph, GraphOptions, SelfLoops};
 pub use ogb::{LoadOptions, default_cache_dir, load_ogb};

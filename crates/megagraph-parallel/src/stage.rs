@@ -69,6 +69,13 @@ impl<B: Backend> StageModule<B> {
                 reason: "the graph token runs on one device only (mesh 1 x 1 x 1)",
             });
         }
+        if model.edge_encoding.is_some() {
+            return Err(ParallelError::Model {
+                field: "edge_encoding",
+                value: 1,
+                reason: "the edge encoding runs on one device only (mesh 1 x 1 x 1)",
+            });
+        }
         let GraphTransformer {
             input,
             centrality,
@@ -78,6 +85,7 @@ impl<B: Backend> StageModule<B> {
             classifier,
             key_dropout,
             graph_token: _,
+            edge_encoding: _,
         } = model;
         let mut layers = layers.into_iter();
         let mut input = Some(input);
@@ -132,6 +140,7 @@ impl<B: Backend> StageModule<B> {
             classifier: classifier?,
             key_dropout,
             graph_token: None,
+            edge_encoding: None,
         })
     }
 }

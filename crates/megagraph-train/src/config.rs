@@ -141,6 +141,12 @@ pub struct ModelConfig {
     /// before the classifier. One device only (mesh 1 x 1 x 1) and full attention.
     /// Default: false.
     pub graph_token: bool,
+    /// Graphormer's edge encoding: per pair the mean over one shortest path (up to
+    /// `data.max_distance` hops) of the edge features, projected per hop and head, added to
+    /// every layer's logits. Needs a dataset with edge features (`raw/edge-feat.csv`, or
+    /// `[synthetic] edge_feature_dim`), one device (mesh 1 x 1 x 1) and full attention.
+    /// Default: false.
+    pub edge_encoding: bool,
 }
 
 impl Default for ModelConfig {
@@ -161,6 +167,7 @@ impl Default for ModelConfig {
             block_size: model.block_size,
             key_dropout: 0.2,
             graph_token: model.graph_token,
+            edge_encoding: false,
         }
     }
 }
@@ -406,6 +413,17 @@ impl TrainConfig {
                 return invalid("model.graph_token", "needs data.max_distance <= 253 (its bucket follows the distances)");
             }
         }
+        if self.model.edge_encoding {
+            if self.mesh.is_parallel() {
+                return invalid("model.edge_encoding", "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1");
+            }
+            if self.attention.mode != AttentionMode::Full {
+                return invalid("model.edge_encoding", "needs attention.mode = \"full\" (sparse attention takes no dense bias)");
+            }
+            if self.data.max_distance == 0 {
+                return invalid("model.edge_encoding", "needs data.max_distance >= 1 (paths of at least one hop)");
+            }
+        }
         if self.training.max_steps == Some(0) {
             return invalid("training.max_steps", "must be at least 1 (unset = no limit)");
         }
@@ -434,7 +452,8 @@ impl TrainConfig {
         }
     }
 
-    /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`.
+    /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`
+    /// (without the edge encoding, whose width is the dataset's: the trainer adds it).
     pub fn model_config(&self, feature_dim: Option<usize>, num_nodes: usize, num_classes: usize) -> GraphTransformerConfig {
         let base = self
             .model
@@ -500,6 +519,22 @@ mod tests {
             let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
             match config.validate() {
                 Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "model.graph_token", "{refused}"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_edge_encoding_is_refused_on_a_mesh_with_sparse_attention_and_without_hops() {
+        let config = TrainConfig::from_toml_str("[model]\nedge_encoding = true\ngraph_token = true\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert!(!TrainConfig::default().model.edge_encoding);
+        for refused in ["[mesh]\npp = 2\n", "[mesh]\ncp = 2\n", "[attention]\nmode = \"sparse\"\n", "[data]\nmax_distance = 0\n"] {
+            let text = format!("[model]\nedge_encoding = true\n{refused}");
+            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            match config.validate() {
+                Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "model.edge_encoding", "{refused}"),
                 other => panic!("{refused}: {other:?}"),
             }
         }

@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use crate::edge_paths::{check_edge_features, edge_paths};
 use crate::error::Result;
 use crate::prefetch::{RowBuilder, RowLayout, RowPrefetcher};
 use crate::progress::PrepareProgress;
@@ -76,6 +77,10 @@ pub struct SequenceDataset {
     /// Builds a block of distance rows (bounded BFS), here or on the prefetcher's thread.
     build_rows: Arc<RowBuilder>,
     prefetcher: RowPrefetcher,
+    /// How the sequences and their distances were built.
+    options: SequenceOptions,
+    /// Whether batches carry edge paths ([`with_edge_paths`](Self::with_edge_paths)).
+    edge_paths: bool,
 }
 
 /// Rows of a batch as a rank computes them: the nodes at each position and their distance rows.
@@ -148,7 +153,29 @@ impl SequenceDataset {
             index_nanos,
             build_rows: build.clone(),
             prefetcher: RowPrefetcher::new(build),
+            options,
+            edge_paths: false,
         })
+    }
+
+    /// The dataset with edge paths in every [`batch`](Self::batch): per pair one shortest path
+    /// within `max_distance` hops (in the sequences' distance scope) as rows of the batch's edge
+    /// features, for a model with an edge encoding. Built per batch, from the same graph and
+    /// rules as the distance rows; structure dropout does not touch them. Returns the edge
+    /// feature width.
+    ///
+    /// # Errors
+    /// [`TrainError::InvalidConfig`](crate::TrainError::InvalidConfig) naming
+    /// `model.edge_encoding` when the dataset has no edge features.
+    pub fn with_edge_paths(&mut self) -> Result<usize> {
+        let dim = check_edge_features(&self.dataset)?;
+        self.edge_paths = true;
+        Ok(dim)
+    }
+
+    /// Whether batches carry edge paths (see [`with_edge_paths`](Self::with_edge_paths)).
+    pub fn has_edge_paths(&self) -> bool {
+        self.edge_paths
     }
 
     /// The distance rows `rows` (clipped to the sequence) of sequence `index`: prefetched ones
@@ -311,6 +338,11 @@ impl SequenceDataset {
     ) -> NodeBatch<B> {
         let seq = self.seq_len;
         let NodeBlock { block, nodes } = self.block(indices, 0..seq, seq, true, device, dropout);
+        let edge_paths = self.edge_paths.then(|| {
+            let members: Vec<&[u32]> = indices.iter().map(|&index| self.sequences[index].as_slice()).collect();
+            let SequenceOptions { max_distance, scope, .. } = self.options;
+            edge_paths(&self.dataset, &members, seq, max_distance, scope, device)
+        });
         NodeBatch {
             graph: GraphBatch {
                 input: block.input.expect("asked for the node input"),
@@ -318,6 +350,7 @@ impl SequenceDataset {
                 out_degree: block.out_degree,
                 distance: block.index_rows,
                 padding: block.padding,
+                edge_paths,
             },
             labels: block.labels,
             train_weight: block.weight,

@@ -10,6 +10,7 @@ mod checkpoint;
 mod config;
 mod curves;
 mod data;
+mod edge_paths;
 mod edges;
 mod engine;
 mod error;

@@ -78,6 +78,8 @@ fn synthetic_dataset(synthetic: &SyntheticConfig) -> Result<Dataset> {
             Ok(Dataset {
                 name: "power_law".into(),
                 graph: graph.into(),
+                // the planted edges are not the power-law graph's
+                edge_features: None,
                 ..planted
             })
         }
@@ -133,6 +135,9 @@ pub fn prepare_with_progress(
         },
     };
     let mut sequences = SequenceDataset::with_progress(dataset, options, progress)?;
+    if config.model.edge_encoding {
+        sequences.with_edge_paths()?;
+    }
     if config.attention.reorder {
         sequences.reorder_clusters(config.attention.clusters, config.training.seed)?;
     }

@@ -68,6 +68,17 @@ impl<B: Backend> GraphToken<B> {
         distance.with_graph_token(self.bucket)
     }
 
+    /// A dense bias of the nodes, `[batch, heads, seq, seq]` (the [edge
+    /// encoding](crate::encoders::EdgeEncoding)'s), widened by the token's row and column, which
+    /// read 0 (the token's pairs take their bias from [`bucket`](Self::bucket) only, as in
+    /// Graphormer): `[batch, heads, seq + 1, seq + 1]`.
+    pub fn widen_bias(&self, bias: Tensor<B, 4>) -> Tensor<B, 4> {
+        let [batch, heads, seq, _] = bias.dims();
+        let device = bias.device();
+        let body = Tensor::cat(vec![Tensor::zeros([batch, heads, seq, 1], &device), bias], 3);
+        Tensor::cat(vec![Tensor::zeros([batch, heads, 1, seq + 1], &device), body], 2)
+    }
+
     /// The key mask of the nodes, `[batch, seq]` (`true` = not attended), with the token's key
     /// in front, never masked: `[batch, seq + 1]`.
     pub fn key_mask(&self, keys: Tensor<B, 2, Bool>) -> Tensor<B, 2, Bool> {

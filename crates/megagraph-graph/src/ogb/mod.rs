@@ -3,6 +3,7 @@
 //! ```text
 //! <dir>/raw/edge.csv[.gz]            "src,dst" per line, 0-based node ids
 //! <dir>/raw/node-feat.csv[.gz]       optional: one row of comma-separated floats per node
+//! <dir>/raw/edge-feat.csv[.gz]     optional: one row of comma-separated floats per edge row
 //! <dir>/raw/node-label.csv[.gz]      one class id per line, -1 = unlabelled
 //! <dir>/raw/num-node-list.csv[.gz]   the node count
 //! <dir>/raw/num-edge-list.csv[.gz]   optional: the edge-row count (checked when present)
@@ -11,6 +12,10 @@
 //! ```
 //!
 //! Each file may be gzip-compressed (`.gz`, preferred when both exist) or plain.
+//!
+//! Edge features become per-arc features of the built graph ([`EdgeFeatures`](crate::EdgeFeatures):
+//! both directions of an undirected edge share its row, a duplicate edge keeps its first row).
+//! A dataset with edge features is parsed every time: the binary cache does not store them.
 
 mod cache;
 pub(crate) mod fields;
@@ -97,7 +102,15 @@ pub fn load_ogb_with_progress(
     let scheme = resolve_scheme(&dir, options.split_scheme.as_deref())?;
     let sources = Sources::resolve(&dir, &dir.join("split").join(&scheme))?;
 
-    let cache = match &options.cache_dir {
+    // the cache format holds no edge features: such datasets are parsed every time
+    let cache_dir = options.cache_dir.as_ref().filter(|_| {
+        let bypass = sources.edge_features.is_some();
+        if bypass {
+            log::debug!("{} has edge features: not using the dataset cache", dir.display());
+        }
+        !bypass
+    });
+    let cache = match cache_dir {
         Some(cache_dir) => usable_cache_dir(cache_dir, &dir).map(|cache_dir| {
             let key = CacheKey {
                 dir: dir.to_string_lossy().into_owned(),

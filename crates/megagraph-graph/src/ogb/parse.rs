@@ -15,6 +15,7 @@ use super::lines::{
 };
 use super::sources::Sources;
 use crate::dataset::{Dataset, NodeFeatures, Split};
+use crate::edge_features::EdgeFeatures;
 use crate::error::LoadError;
 use crate::graph::{Graph, GraphOptions};
 
@@ -71,9 +72,16 @@ pub(super) fn parse_dataset(
             )
         },
     );
-    let (graph, features, labels, split) = (graph?, features?, labels?, split?);
+    let ((graph, edges), features, labels, split) = (graph?, features?, labels?, split?);
+    let edge_features = s
+        .edge_features
+        .as_ref()
+        .map(|src| read_edge_features(src, &graph, &edges))
+        .transpose()?;
     check_split(&s.train.path, &split, &labels);
-    Ok(Dataset::from_labels(name, graph, features, labels, split))
+    let mut dataset = Dataset::from_labels(name, graph, features, labels, split);
+    dataset.edge_features = edge_features;
+    Ok(dataset)
 }
 
 fn read_meta(path: &Path) -> Result<Meta, LoadError> {
@@ -123,12 +131,14 @@ fn read_count(src: &SourceFile) -> Result<(u64, u64), LoadError> {
     }
 }
 
+/// Reads the edge file into the graph; returns it with the edge list as read (kept for the
+/// edge features).
 fn read_graph(
     s: &Sources,
     num_nodes: usize,
     options: &GraphOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<Graph, LoadError> {
+) -> Result<(Graph, Vec<(u32, u32)>), LoadError> {
     let path = &s.edges.path;
     let parse = |line: &[u8], number: u64, out: &mut Vec<(u32, u32)>| {
         let mut fields = line.split(|&b| b == b',');
@@ -157,8 +167,28 @@ fn read_graph(
             });
         }
     }
-    Graph::from_edges(num_nodes, &edges, options).map_err(|source| LoadError::Graph {
+    let graph = Graph::from_edges(num_nodes, &edges, options).map_err(|source| LoadError::Graph {
         path: path.clone(),
+        source,
+    })?;
+    Ok((graph, edges))
+}
+
+/// Reads `raw/edge-feat.csv`, one row per row of the edge file (`edges`, in its order), all as
+/// wide as the first, into features of `graph`'s arcs.
+///
+/// # Errors
+/// As [`read_feature_rows`] (file, line and field of a bad value or row width; a row count that
+/// is not the edge file's).
+fn read_edge_features(
+    src: &SourceFile,
+    graph: &Graph,
+    edges: &[(u32, u32)],
+) -> Result<EdgeFeatures, LoadError> {
+    let (dim, values) =
+        read_feature_rows(src, edges.len(), "edge feature rows (one per edge row)")?;
+    EdgeFeatures::for_arcs(graph, edges, dim, &values).map_err(|source| LoadError::Graph {
+        path: src.path.clone(),
         source,
     })
 }
@@ -297,7 +327,8 @@ fn read_labels(src: &SourceFile, num_nodes: usize) -> Result<Vec<i64>, LoadError
     Ok(labels)
 }
 
-/// Checks that `path` has `rows == num_nodes` rows of `what`.
+/// Checks that `path` has `rows == num_nodes` rows of `what` (or, for edge features, one row
+/// per edge row).
 ///
 /// # Errors
 /// [`LoadError::CountMismatch`] otherwise.

@@ -18,6 +18,9 @@ pub(super) struct Sources {
     pub(super) edges: SourceFile,
     /// `raw/node-feat.csv`, if present.
     pub(super) features: Option<SourceFile>,
+    /// `raw/edge-feat.csv`, if present: one row per row of `edge.csv`. Not stamped: a dataset
+    /// with edge features bypasses the cache (see [`load_ogb`](super::load_ogb)).
+    pub(super) edge_features: Option<SourceFile>,
     /// `raw/node-label.csv`.
     pub(super) labels: SourceFile,
     /// `split/<scheme>/train.csv`.
@@ -39,6 +42,7 @@ impl Sources {
             num_edges: SourceFile::find(&raw.join("num-edge-list.csv")),
             edges: SourceFile::require(&raw.join("edge.csv"))?,
             features: SourceFile::find(&raw.join("node-feat.csv")),
+            edge_features: SourceFile::find(&raw.join("edge-feat.csv")),
             labels: SourceFile::require(&raw.join("node-label.csv"))?,
             train: SourceFile::require(&scheme_dir.join("train.csv"))?,
             valid: SourceFile::require(&scheme_dir.join("valid.csv"))?,

@@ -37,3 +37,59 @@ fn progress_reports_the_edge_file_and_not_cache_hits() {
         load_ogb(data.path(), &LoadOptions::default()).unwrap()
     );
 }
+
+#[test]
+fn edge_features_load_per_arc_and_bypass_the_cache() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    tiny(data.path());
+    fs::write(data.path().join("raw/edge-feat.csv"), "1.5,-1\n2,0.25\n3,7\n").unwrap();
+    let options = LoadOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..LoadOptions::default()
+    };
+    let calls = Mutex::new(0);
+    let count = |_: u64, _: u64| *calls.lock().unwrap() += 1;
+    let first = load_ogb_with_progress(data.path(), &options, &count).unwrap();
+    let features = first.edge_features.as_ref().expect("edge features");
+    assert_eq!((features.dim, features.num_arcs()), (2, 6));
+    let graph = &first.graph;
+    assert_eq!(features.of_arc(graph, 1, 2).unwrap(), [2.0, 0.25]);
+    assert_eq!(features.of_arc(graph, 2, 1).unwrap(), [2.0, 0.25]);
+    assert_eq!(features.of_arc(graph, 3, 2).unwrap(), [3.0, 7.0]);
+    let before = *calls.lock().unwrap();
+    let second = load_ogb_with_progress(data.path(), &options, &count).unwrap();
+    assert!(*calls.lock().unwrap() > before, "parsed again: no cache for edge features");
+    assert_eq!(first, second);
+    assert_eq!(fs::read_dir(cache.path()).unwrap().count(), 0, "nothing cached");
+}
+
+#[test]
+fn edge_feature_errors_name_the_file_and_line() {
+    let data = tempfile::tempdir().unwrap();
+    tiny(data.path());
+    let path = data.path().join("raw/edge-feat.csv");
+    // a row of another width
+    fs::write(&path, "1,2\n3\n4,5\n").unwrap();
+    match load_ogb(data.path(), &LoadOptions::default()) {
+        Err(LoadError::FieldCount { path: p, line: 2, expected: 2, found: 1 }) => {
+            assert!(p.ends_with("edge-feat.csv"), "{}", p.display())
+        }
+        other => panic!("expected a field count error, got {other:?}"),
+    }
+    // a row short
+    fs::write(&path, "1,2\n3,4\n").unwrap();
+    match load_ogb(data.path(), &LoadOptions::default()) {
+        Err(LoadError::CountMismatch { expected: 3, found: 2, .. }) => {}
+        other => panic!("expected a row count error, got {other:?}"),
+    }
+    // a value that is not a number
+    fs::write(&path, "1,2\n3,x\n4,5\n").unwrap();
+    match load_ogb(data.path(), &LoadOptions::default()) {
+        Err(LoadError::Parse { line: 2, field: 2, .. }) => {}
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+    // without the file, the dataset loads as before
+    fs::remove_file(&path).unwrap();
+    assert!(load_ogb(data.path(), &LoadOptions::default()).unwrap().edge_features.is_none());
+}

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{check_range, standard_normal};
 use crate::dataset::{Dataset, NodeFeatures, Split};
+use crate::edge_features::EdgeFeatures;
 use crate::error::GraphError;
 use crate::graph::{Graph, GraphOptions};
 
@@ -42,6 +43,11 @@ pub struct CsbmConfig {
     /// Norm of each class mean divided by the per-coordinate noise standard deviation (1).
     /// Default: 1.0.
     pub signal_to_noise: f64,
+    /// Edge feature dimension (0 = no edge features). An edge's features are unit Gaussian noise
+    /// plus, on the first coordinate, `+signal_to_noise` when it joins two nodes of one class and
+    /// `-signal_to_noise` otherwise: a signal an edge encoding can use to tell intra-class
+    /// neighbours from the others. Default: 0.
+    pub edge_feature_dim: usize,
     /// Fraction of nodes in the training split. Default: 0.6.
     pub train_fraction: f64,
     /// Fraction of nodes in the validation split; the rest is the test split. Default: 0.2.
@@ -59,6 +65,7 @@ impl Default for CsbmConfig {
             homophily: 0.8,
             feature_dim: 32,
             signal_to_noise: 1.0,
+            edge_feature_dim: 0,
             train_fraction: 0.6,
             valid_fraction: 0.2,
             seed: 0,
@@ -148,6 +155,34 @@ impl CsbmConfig {
             .min(self.num_nodes - self.num_train())
     }
 
+    /// The edge features of `edges` (see [`CsbmConfig::edge_feature_dim`]) as features of
+    /// `graph`'s arcs; `None` when `edge_feature_dim` is 0. One ChaCha8 stream per edge chunk.
+    fn edge_features(
+        &self,
+        graph: &Graph,
+        edges: &[(u32, u32)],
+        labels: &[i64],
+    ) -> Result<Option<EdgeFeatures>, GraphError> {
+        let d = self.edge_feature_dim;
+        if d == 0 {
+            return Ok(None);
+        }
+        let mut rows = vec![0f32; edges.len() * d];
+        rows.par_chunks_mut(EDGE_CHUNK * d)
+            .enumerate()
+            .for_each(|(chunk, block)| {
+                let mut rng = stream(self.seed, 3, chunk as u64);
+                for (row, &(u, v)) in block.chunks_mut(d).zip(&edges[chunk * EDGE_CHUNK..]) {
+                    for x in row.iter_mut() {
+                        *x = standard_normal(&mut rng) as f32;
+                    }
+                    let same = labels[u as usize] == labels[v as usize];
+                    row[0] += (if same { 1.0 } else { -1.0 } * self.signal_to_noise) as f32;
+                }
+            });
+        EdgeFeatures::for_arcs(graph, edges, d, &rows).map(Some)
+    }
+
     /// Generates the dataset (named `"csbm"`, graph symmetrized without self loops, splits
     /// sorted). Deterministic in the configuration, including `seed`.
     ///
@@ -197,6 +232,7 @@ impl CsbmConfig {
             })
             .collect();
         let graph = Graph::from_edges(n, &edges, &GraphOptions::default())?;
+        let edge_features = self.edge_features(&graph, &edges, &labels)?;
 
         // Features: class means of norm `signal_to_noise`, unit Gaussian noise.
         let features = (self.feature_dim > 0).then(|| {
@@ -249,6 +285,7 @@ impl CsbmConfig {
             name: "csbm".into(),
             graph: graph.into(),
             features,
+            edge_features,
             labels,
             num_classes: c,
             split,
@@ -275,6 +312,31 @@ mod tests {
         assert_ne!(a.labels, c.labels);
         assert_ne!(a.features, c.features);
         assert_ne!(a.split, c.split);
+    }
+
+    #[test]
+    fn edge_features_are_seeded_and_tell_intra_class_edges_apart() {
+        let cfg = CsbmConfig {
+            num_nodes: 600,
+            edge_feature_dim: 3,
+            ..CsbmConfig::default()
+        };
+        let ds = cfg.generate().unwrap();
+        assert_eq!(ds, cfg.generate().unwrap());
+        assert!(CsbmConfig::default().generate().unwrap().edge_features.is_none());
+        let features = ds.edge_features.as_ref().unwrap();
+        assert_eq!((features.dim, features.num_arcs()), (3, ds.graph.num_edges()));
+        // first coordinate: mean +1 on intra-class arcs, -1 on the others (unit noise)
+        let (mut sums, mut counts) = ([0.0f64; 2], [0usize; 2]);
+        for (arc, (u, v)) in ds.graph.arcs().enumerate() {
+            let same = usize::from(ds.labels[u as usize] == ds.labels[v as usize]);
+            sums[same] += f64::from(features.row(arc)[0]);
+            counts[same] += 1;
+        }
+        let (other, same) = (sums[0] / counts[0] as f64, sums[1] / counts[1] as f64);
+        assert!((same - 1.0).abs() < 0.15 && (other + 1.0).abs() < 0.25, "means {same} / {other}");
+        let seeded = CsbmConfig { seed: 1, ..cfg }.generate().unwrap();
+        assert_ne!(seeded.edge_features, ds.edge_features);
     }
 
     #[test]

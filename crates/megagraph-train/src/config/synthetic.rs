@@ -41,6 +41,10 @@ pub struct SyntheticConfig {
     pub feature_dim: usize,
     /// Signal-to-noise ratio of the class means in the features.
     pub signal_to_noise: f64,
+    /// Width of the edge features (`csbm` only; 0 = none): unit noise plus, on the first
+    /// coordinate, `±signal_to_noise` for an intra-/inter-class edge, for
+    /// `model.edge_encoding`. Default: 0.
+    pub edge_feature_dim: usize,
     /// Seed of the generator (independent of `training.seed`, so the graph stays the same).
     pub seed: u64,
 }
@@ -57,6 +61,7 @@ impl Default for SyntheticConfig {
             exponent: PowerLawConfig::default().exponent,
             feature_dim: csbm.feature_dim,
             signal_to_noise: csbm.signal_to_noise,
+            edge_feature_dim: csbm.edge_feature_dim,
             seed: csbm.seed,
         }
     }
@@ -73,6 +78,7 @@ impl SyntheticConfig {
             homophily: self.homophily,
             feature_dim: self.feature_dim,
             signal_to_noise: self.signal_to_noise,
+            edge_feature_dim: self.edge_feature_dim,
             seed: self.seed,
             ..CsbmConfig::default()
         }
@@ -122,6 +128,12 @@ impl SyntheticConfig {
             return invalid(
                 "synthetic.signal_to_noise",
                 format!("must be finite and >= 0, got {}", self.signal_to_noise),
+            );
+        }
+        if self.kind == SyntheticKind::PowerLaw && self.edge_feature_dim > 0 {
+            return invalid(
+                "synthetic.edge_feature_dim",
+                "applies to kind = \"csbm\" only (the power-law graph has no edge features)".to_string(),
             );
         }
         if self.kind == SyntheticKind::PowerLaw && !(self.exponent.is_finite() && self.exponent > 1.0) {

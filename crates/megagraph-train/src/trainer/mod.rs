@@ -78,11 +78,9 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// The model configuration this trainer builds for its dataset.
     pub fn model_config(&self) -> GraphTransformerConfig {
         let d = &self.data.dataset;
-        self.config.model_config(
-            d.features.as_ref().map(|f| f.dim),
-            d.graph.num_nodes(),
-            d.num_classes,
-        )
+        self.config
+            .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes)
+            .with_edge_encoding(self.data.has_edge_paths().then(|| d.edge_feature_dim()))
     }
 
     /// The mesh layout the `[mesh]` section asks for, checked against the model and the data;
@@ -95,6 +93,12 @@ impl<'a> NodeClassificationTrainer<'a> {
     pub fn layout(&self) -> Result<Option<ParallelConfig>> {
         if !self.config.mesh.is_parallel() && self.nodes.is_none() {
             return Ok(None);
+        }
+        if self.data.has_edge_paths() {
+            return Err(TrainError::InvalidConfig {
+                field: "model.edge_encoding",
+                reason: "runs on one device only: no mesh and no multi-node run".into(),
+            });
         }
         let steps = StepShape {
             seq_len: self.data.seq_len,
