@@ -227,12 +227,7 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
         })
     }
 
-    fn block(
-        &self,
-        sequences: &[usize],
-        request: BlockRequest,
-        device: &B::Device,
-    ) -> Result<BlockBatch<B>, String> {
+    fn block(&self, sequences: &[usize], request: BlockRequest, device: &B::Device) -> Result<BlockBatch<B>, String> {
         if self.near.is_none() && padded_len(self.seq_len, request.cp) == self.seq_len {
             return self.dense_rows(sequences.len(), request, device);
         }

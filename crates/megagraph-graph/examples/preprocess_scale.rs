@@ -36,7 +36,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use megagraph_graph::distance::{
-    BfsBudget, DistanceScope, sparse_distance_index_parallel_budgeted,
+    BfsBudget, DistanceQuery, DistanceScope, sparse_distance_index_parallel_budgeted,
 };
 use megagraph_graph::ogb::load_ogb_with_progress;
 use megagraph_graph::{
@@ -311,15 +311,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let index_phase = |name: &str, rows: Range<usize>, budget: BfsBudget| {
         phase(name, || {
             let start = Instant::now();
-            let index = sparse_distance_index_parallel_budgeted(
-                graph,
-                &nodes,
-                rows.clone(),
-                args.max_distance,
-                DistanceScope::Graph,
-                budget,
-                &|_| {},
-            );
+            let query = DistanceQuery::exact(args.max_distance, DistanceScope::Graph).with_budget(budget);
+            let index = sparse_distance_index_parallel_budgeted(graph, &nodes, rows.clone(), query, &|_| {});
             let rate = format!(
                 "{:.1} rows/s",
                 rows.len() as f64 / start.elapsed().as_secs_f64()

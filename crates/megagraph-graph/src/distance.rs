@@ -85,6 +85,38 @@ pub enum DistanceScope {
     Induced,
 }
 
+/// What each row of a distance index records: the shortest-path distances from its source up to
+/// `max_distance`, along paths through the nodes `scope` allows, found by a BFS within `budget`.
+///
+/// The `*_budget`/`*_budgeted` builders take one; the others are the exact query
+/// ([`DistanceQuery::exact`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DistanceQuery {
+    /// The longest distance stored exactly, at most [`MAX_DISTANCE_LIMIT`]; farther or
+    /// unreachable pairs read as the far bucket `max_distance + 1`.
+    pub max_distance: u8,
+    /// Where paths may run.
+    pub scope: DistanceScope,
+    /// The cap on the work of each row's BFS.
+    pub budget: BfsBudget,
+}
+
+impl DistanceQuery {
+    /// Exact distances up to `max_distance` in `scope` (no budget, [`BfsBudget::EXACT`]).
+    pub fn exact(max_distance: u8, scope: DistanceScope) -> Self {
+        Self {
+            max_distance,
+            scope,
+            budget: BfsBudget::EXACT,
+        }
+    }
+
+    /// This query with each row's BFS capped by `budget`.
+    pub fn with_budget(self, budget: BfsBudget) -> Self {
+        Self { budget, ..self }
+    }
+}
+
 /// Shortest-path distances between the nodes of one sequence, `[S, S]` bytes, row-major:
 /// `get(i, j)` is the length of the shortest path from `nodes[i]` to `nodes[j]` following arcs
 /// `src -> dst`, exact for `0..=max_distance`, and `max_distance + 1` for "farther or
@@ -133,21 +165,19 @@ impl DistanceIndex {
         Self::build(graph, nodes, Bfs::exact(max_distance, scope)?, ws)
     }
 
-    /// [`DistanceIndex::with_workspace`] with a cap on the BFS work per source: with a finite
-    /// `budget`, buckets may read "far" where the exact distance is within `max_distance`, never
-    /// smaller (see [`BfsBudget`]).
+    /// [`DistanceIndex::with_workspace`] for `query`, whose budget caps the BFS work per source:
+    /// with a finite budget, buckets may read "far" where the exact distance is within
+    /// `max_distance`, never smaller (see [`BfsBudget`]).
     ///
     /// # Errors
     /// As [`DistanceIndex::with_workspace`].
     pub fn with_workspace_budget(
         graph: &Graph,
         nodes: &[u32],
-        max_distance: u8,
-        scope: DistanceScope,
-        budget: BfsBudget,
+        query: DistanceQuery,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
-        Self::build(graph, nodes, Bfs::new(max_distance, scope, budget)?, ws)
+        Self::build(graph, nodes, Bfs::new(query)?, ws)
     }
 
     /// The index of the sequence `nodes`, a `bfs` from each of them.
@@ -254,8 +284,8 @@ pub fn distance_indexes_with_progress(
     dense_indexes(graph, sequences, bfs, progress)
 }
 
-/// [`distance_indexes_with_progress`] with a cap on the BFS work per source (see
-/// [`BfsBudget`]: buckets are never smaller than the exact ones, and exact on rows that stayed
+/// [`distance_indexes_with_progress`] for `query`, whose budget caps the BFS work per source
+/// (see [`BfsBudget`]: buckets are never smaller than the exact ones, and exact on rows that stayed
 /// within the budget).
 ///
 /// # Errors
@@ -263,12 +293,10 @@ pub fn distance_indexes_with_progress(
 pub fn distance_indexes_budgeted(
     graph: &Graph,
     sequences: &[Vec<u32>],
-    max_distance: u8,
-    scope: DistanceScope,
-    budget: BfsBudget,
+    query: DistanceQuery,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<DistanceIndex>, GraphError> {
-    let bfs = Bfs::new(max_distance, scope, budget)?;
+    let bfs = Bfs::new(query)?;
     dense_indexes(graph, sequences, bfs, progress)
 }
 

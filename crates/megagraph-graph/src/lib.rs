@@ -35,7 +35,7 @@ pub mod temporal;
 
 pub use dataset::{Dataset, NodeFeatures, Split};
 pub use distance::{
-    DistanceIndex, EdgePathIndex, DistanceScope, DistanceWorkspace, SparseDistanceIndex, distance_indexes,
+    DistanceIndex, DistanceQuery, EdgePathIndex, DistanceScope, DistanceWorkspace, SparseDistanceIndex, distance_indexes,
     distance_indexes_with_progress, sparse_distance_index_parallel, sparse_distance_indexes,
     sparse_distance_indexes_with_progress,
 };

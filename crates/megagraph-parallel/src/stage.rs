@@ -263,11 +263,10 @@ impl<B: ContextParallelBackend> Attend<B> for BlockContext<'_, B> {
     type Error = ParallelError;
 
     fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, ParallelError> {
-        let AttendInputs { q, k, v, bias, options } = inputs;
         let call = RingCall { layer, ..self.call };
         match &self.ulysses {
-            None => Ok(ring_attention(q, k, v, bias, &options, self.ring, call)?.output),
-            Some(ulysses) => ulysses_attention(q, k, v, bias, &options, ulysses.group, call),
+            None => Ok(ring_attention(inputs, self.ring, call)?.output),
+            Some(ulysses) => ulysses_attention(inputs, ulysses.group, call),
         }
     }
 }

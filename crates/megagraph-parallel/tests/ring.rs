@@ -9,6 +9,7 @@ use std::time::Duration;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 use common::{B, Rng, relative};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
+use megagraph_models::AttendInputs;
 use megagraph_parallel::{ParallelError, RingCall, RingEndpoint, ring_attention};
 
 const BATCH: usize = 2;
@@ -204,19 +205,21 @@ fn position(
         layer: 0,
     };
     let result = ring_attention(
-        q.clone(),
-        k.clone(),
-        v.clone(),
-        AttentionBias {
-            distance: Some(DistanceBias {
-                index: index.into(),
-                table: table.clone(),
-                column_offset: 0,
-            }),
-            dense: None,
-            key_padding_mask: Some(padding),
+        AttendInputs {
+            q: q.clone(),
+            k: k.clone(),
+            v: v.clone(),
+            bias: AttentionBias {
+                distance: Some(DistanceBias {
+                    index: index.into(),
+                    table: table.clone(),
+                    column_offset: 0,
+                }),
+                dense: None,
+                key_padding_mask: Some(padding),
+            },
+            options: options.clone(),
         },
-        &options,
         &ring,
         call,
     )?;
@@ -357,19 +360,21 @@ fn inconsistent_shapes_are_refused() {
     let table = Tensor::<B, 2>::zeros([3, 2], &device);
     let mask = Tensor::<B, 2, Int>::zeros([1, 4], &device).equal_elem(1);
     let err = ring_attention(
-        q,
-        k.clone(),
-        k,
-        AttentionBias {
-            distance: Some(DistanceBias {
-                index: index.clone().into(),
-                table: table.clone(),
-                column_offset: 0,
-            }),
-            dense: None,
-            key_padding_mask: Some(mask.clone()),
+        AttendInputs {
+            q,
+            k: k.clone(),
+            v: k,
+            bias: AttentionBias {
+                distance: Some(DistanceBias {
+                    index: index.clone().into(),
+                    table: table.clone(),
+                    column_offset: 0,
+                }),
+                dense: None,
+                key_padding_mask: Some(mask.clone()),
+            },
+            options: AttentionOptions::default(),
         },
-        &AttentionOptions::default(),
         &ring[0],
         RingCall::default(),
     )
@@ -396,11 +401,13 @@ fn inconsistent_shapes_are_refused() {
         key_padding_mask: Some(mask.clone()),
     };
     let err = ring_attention(
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        no_distance,
-        &AttentionOptions::default(),
+        AttendInputs {
+            q: q.clone(),
+            k: q.clone(),
+            v: q.clone(),
+            bias: no_distance,
+            options: AttentionOptions::default(),
+        },
         &ring[0],
         RingCall::default(),
     )
@@ -419,11 +426,13 @@ fn inconsistent_shapes_are_refused() {
         key_padding_mask: None,
     };
     let err = ring_attention(
-        q.clone(),
-        q.clone(),
-        q,
-        dense,
-        &AttentionOptions::default(),
+        AttendInputs {
+            q: q.clone(),
+            k: q.clone(),
+            v: q,
+            bias: dense,
+            options: AttentionOptions::default(),
+        },
         &ring[0],
         RingCall::default(),
     )

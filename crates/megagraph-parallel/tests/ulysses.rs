@@ -9,6 +9,7 @@ use std::time::Duration;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 use common::{B, Inner, Rng, relative};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
+use megagraph_models::AttendInputs;
 use megagraph_parallel::{
     ParallelError, RingCall, RingEndpoint, UlyssesEndpoint, ring_attention, ulysses_attention,
 };
@@ -222,11 +223,13 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                     let leaves = leaves(&case, range.clone());
                     let bias = bias(&case, leaves.table.clone(), range.clone(), range);
                     let output = ring_attention(
-                        leaves.q.clone(),
-                        leaves.k.clone(),
-                        leaves.v.clone(),
-                        bias,
-                        &OPTIONS,
+                        AttendInputs {
+                            q: leaves.q.clone(),
+                            k: leaves.k.clone(),
+                            v: leaves.v.clone(),
+                            bias,
+                            options: OPTIONS,
+                        },
                         &ring,
                         call,
                     )?
@@ -251,11 +254,13 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                     // Ulysses reads the index of every row and the mask of every node
                     let bias = bias(&case, leaves.table.clone(), 0..SEQ, 0..SEQ);
                     let output = ulysses_attention(
-                        leaves.q.clone(),
-                        leaves.k.clone(),
-                        leaves.v.clone(),
-                        bias,
-                        &OPTIONS,
+                        AttendInputs {
+                            q: leaves.q.clone(),
+                            k: leaves.k.clone(),
+                            v: leaves.v.clone(),
+                            bias,
+                            options: OPTIONS,
+                        },
                         &group,
                         call,
                     )?;
@@ -376,11 +381,13 @@ fn a_missing_peer_is_an_error_not_a_hang() {
     let bias = bias(&case, leaves.table.clone(), 0..SEQ, 0..SEQ);
     let started = std::time::Instant::now();
     let error = ulysses_attention(
-        leaves.q,
-        leaves.k,
-        leaves.v,
-        bias,
-        &OPTIONS,
+        AttendInputs {
+            q: leaves.q,
+            k: leaves.k,
+            v: leaves.v,
+            bias,
+            options: OPTIONS,
+        },
         &alone,
         RingCall::default(),
     )

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
-use megagraph_graph::distance::{BfsBudget, DistanceScope, sparse_distance_index_parallel_budgeted};
+use megagraph_graph::distance::{BfsBudget, DistanceQuery, DistanceScope, sparse_distance_index_parallel_budgeted};
 use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::{Dataset, SparseDistanceIndex};
 use megagraph_kernels::BucketIndex;
@@ -486,15 +486,8 @@ fn row_builder(dataset: &Dataset, options: SequenceOptions, nanos: Arc<AtomicU64
     let graph = dataset.graph.clone();
     Arc::new(move |members: &[u32], rows: Range<usize>| {
         let started = Instant::now();
-        let index = sparse_distance_index_parallel_budgeted(
-            &graph,
-            members,
-            rows,
-            options.max_distance,
-            options.scope,
-            options.budget,
-            &|_| {},
-        )
+        let query = DistanceQuery::exact(options.max_distance, options.scope).with_budget(options.budget);
+        let index = sparse_distance_index_parallel_budgeted(&graph, members, rows, query, &|_| {})
         .expect("sequences are valid node lists and max_distance was checked at construction");
         nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         index

@@ -10,7 +10,7 @@ use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::tile::{self, exp_shifted, matmul_acc, matmul_nn, matmul_tn_acc};
+use super::tile::{self, BlockShape, exp_shifted, matmul_acc, matmul_nn, matmul_tn_acc};
 use super::{Head, HostInputs, KeyTiles, QUERY_TILE, TABLE_BANKS, TableBanks, floats, tensor};
 use crate::GraphAttentionGrads;
 
@@ -245,13 +245,14 @@ impl HeadBackward<'_> {
         let mut d_s = vec![0.0f32; rows * max_width];
         let mut banks: TableBanks = [[0.0; 256]; TABLE_BANKS];
         for &(j0, t, offset) in &head.tiles.tiles {
-            let width = tile::padded(t);
+            let shape = BlockShape::new(rows, dh, t);
+            let width = shape.width;
             let block = offset..offset + dh * width;
             let (kt, vt) = (&head.kt[block.clone()], &head.vt[block.clone()]);
             let (p, d_s) = (&mut p[..rows * width], &mut d_s[..rows * width]);
-            matmul_nn(&qs, kt, p, rows, dh, width);
+            matmul_nn(&qs, kt, p, shape);
             // dP = dO·vᵀ, into d_s
-            matmul_nn(&d_out, vt, d_s, rows, dh, width);
+            matmul_nn(&d_out, vt, d_s, shape);
             for i in 0..rows {
                 let p_row = &mut p[i * width..(i + 1) * width];
                 host.add_bias(head.b, head.h, first_row + i, j0, &mut p_row[..t]);
@@ -269,9 +270,9 @@ impl HeadBackward<'_> {
                 }
             }
             let k_rows = &head.k_rows[j0 * dh..(j0 + t) * dh];
-            matmul_acc(d_s, k_rows, kt, d_q, rows, dh, t, width);
-            matmul_tn_acc(&qs, d_s, &mut grads.d_kt[block.clone()], rows, dh, width);
-            matmul_tn_acc(&d_out, p, &mut grads.d_vt[block], rows, dh, width);
+            matmul_acc(d_s, k_rows, kt, d_q, shape);
+            matmul_tn_acc(&qs, d_s, &mut grads.d_kt[block.clone()], shape);
+            matmul_tn_acc(&d_out, p, &mut grads.d_vt[block], shape);
             // fold the banks into the task's f64 sums once per block
             for (bucket, total) in grads.d_table.iter_mut().enumerate() {
                 for bank in &mut banks {

@@ -4,7 +4,7 @@
 use burn::backend::flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::tile::{self, exp, exp_shifted, matmul_acc, matmul_nn};
+use super::tile::{self, BlockShape, exp, exp_shifted, matmul_acc, matmul_nn};
 use super::{Head, HostInputs, KeyTiles, QUERY_TILE, floats, tensor};
 
 /// Forward pass on the host; returns the packed `[batch, heads, q_len, head_dim + 1]` result
@@ -74,11 +74,12 @@ impl QueryBlock<'_> {
         let mut acc = vec![0.0f32; rows * dh];
         let mut s = vec![0.0f32; rows * tile::padded(head.host.block_size)];
         for &(j0, t, offset) in &head.tiles.tiles {
-            let width = tile::padded(t);
+            let shape = BlockShape::new(rows, dh, t);
+            let width = shape.width;
             let kt = &head.kt[offset..offset + dh * width];
             let vt = &head.vt[offset..offset + dh * width];
             let s = &mut s[..rows * width];
-            matmul_nn(&qs, kt, s, rows, dh, width);
+            matmul_nn(&qs, kt, s, shape);
             for i in 0..rows {
                 let row = &mut s[i * width..(i + 1) * width];
                 head.host
@@ -94,7 +95,7 @@ impl QueryBlock<'_> {
                 max[i] = new_max;
             }
             let v_rows = &head.v_rows[j0 * dh..(j0 + t) * dh];
-            matmul_acc(s, v_rows, vt, &mut acc, rows, dh, t, width);
+            matmul_acc(s, v_rows, vt, &mut acc, shape);
         }
         let stride = dh + 1;
         for i in 0..rows {

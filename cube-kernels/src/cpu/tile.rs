@@ -70,32 +70,49 @@ fn gemm<const ACCUMULATE: bool>(
     }
 }
 
+/// The sizes of one (query tile × key tile) block, as the products below read them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockShape {
+    /// Query rows of the tile.
+    pub rows: usize,
+    /// Channels per head.
+    pub dim: usize,
+    /// Keys of the key tile.
+    pub keys: usize,
+    /// `keys` padded to a multiple of [`LANES`]: the stride of transposed key tiles and of
+    /// score rows.
+    pub width: usize,
+}
+
+impl BlockShape {
+    /// The block of `rows` query rows against a key tile of `keys` keys, `dim` channels each.
+    pub(crate) fn new(rows: usize, dim: usize, keys: usize) -> Self {
+        Self {
+            rows,
+            dim,
+            keys,
+            width: padded(keys),
+        }
+    }
+}
+
 /// `c[i * width + j] = Σ_d a[i * dim + d] · bt[d * width + j]` for `i < rows`, `j < width`:
 /// `[rows, dim] · [dim, width]` with the right operand stored row-major (a transposed key tile).
-/// `width` is a multiple of [`LANES`].
 #[inline(always)]
-pub(crate) fn matmul_nn(
-    a: &[f32],
-    bt: &[f32],
-    c: &mut [f32],
-    rows: usize,
-    dim: usize,
-    width: usize,
-) {
+pub(crate) fn matmul_nn(a: &[f32], bt: &[f32], c: &mut [f32], shape: BlockShape) {
+    let BlockShape {
+        rows, dim, width, ..
+    } = shape;
     gemm::<false>(a, (dim, 1), bt, width, c, width, rows, dim, width);
 }
 
 /// `c[i * dim + d] += Σ_j a[i * width + j] · bt[d * width + j]`: `[rows, width] · [width, dim]`
 /// with the right operand stored transposed (`[dim, width]`, a transposed key or value tile).
 #[inline(always)]
-pub(crate) fn matmul_nt_acc(
-    a: &[f32],
-    bt: &[f32],
-    c: &mut [f32],
-    rows: usize,
-    dim: usize,
-    width: usize,
-) {
+fn matmul_nt_acc(a: &[f32], bt: &[f32], c: &mut [f32], shape: BlockShape) {
+    let BlockShape {
+        rows, dim, width, ..
+    } = shape;
     debug_assert_eq!(width % LANES, 0);
     for i in 0..rows {
         let a_row = &a[i * width..(i + 1) * width];
@@ -112,55 +129,39 @@ pub(crate) fn matmul_nt_acc(
     }
 }
 
-/// `c[i * dim + d] += Σ_{j < keys} a[i * a_stride + j] · b[j * dim + d]`: `[rows, keys] ·
+/// `c[i * dim + d] += Σ_{j < keys} a[i * width + j] · b[j * dim + d]`: `[rows, keys] ·
 /// [keys, dim]` with the right operand in row layout (key or value rows), for `dim` a multiple of
 /// [`LANES`]: each row's accumulators stay in registers over all keys.
 #[inline(always)]
-pub(crate) fn matmul_rows_acc(
-    a: &[f32],
-    a_stride: usize,
-    b: &[f32],
-    c: &mut [f32],
-    rows: usize,
-    dim: usize,
-    keys: usize,
-) {
-    gemm::<true>(a, (a_stride, 1), b, dim, c, dim, rows, keys, dim);
+fn matmul_rows_acc(a: &[f32], b: &[f32], c: &mut [f32], shape: BlockShape) {
+    let BlockShape {
+        rows,
+        dim,
+        keys,
+        width,
+    } = shape;
+    gemm::<true>(a, (width, 1), b, dim, c, dim, rows, keys, dim);
 }
 
 /// `c [rows, dim] += a [rows, width] · b`, where the keys `0..keys` of `b` are given both in row
 /// layout (`b_rows [keys, dim]`) and as a transposed padded tile (`bt [dim, width]`): the row
 /// form where `dim` allows it, the dot-product form otherwise. `a`'s columns past `keys` are 0.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)] // one product, both layouts of its right operand
-pub(crate) fn matmul_acc(
-    a: &[f32],
-    b_rows: &[f32],
-    bt: &[f32],
-    c: &mut [f32],
-    rows: usize,
-    dim: usize,
-    keys: usize,
-    width: usize,
-) {
-    if dim.is_multiple_of(LANES) {
-        matmul_rows_acc(a, width, b_rows, c, rows, dim, keys);
+pub(crate) fn matmul_acc(a: &[f32], b_rows: &[f32], bt: &[f32], c: &mut [f32], shape: BlockShape) {
+    if shape.dim.is_multiple_of(LANES) {
+        matmul_rows_acc(a, b_rows, c, shape);
     } else {
-        matmul_nt_acc(a, bt, c, rows, dim, width);
+        matmul_nt_acc(a, bt, c, shape);
     }
 }
 
 /// `ct[d * width + j] += Σ_i a[i * dim + d] · b[i * width + j]`: `[dim, rows] · [rows, width]`,
 /// the transposed product that accumulates key and value gradients into a transposed tile.
 #[inline(always)]
-pub(crate) fn matmul_tn_acc(
-    a: &[f32],
-    b: &[f32],
-    ct: &mut [f32],
-    rows: usize,
-    dim: usize,
-    width: usize,
-) {
+pub(crate) fn matmul_tn_acc(a: &[f32], b: &[f32], ct: &mut [f32], shape: BlockShape) {
+    let BlockShape {
+        rows, dim, width, ..
+    } = shape;
     gemm::<true>(a, (1, dim), b, width, ct, width, dim, rows, width);
 }
 
@@ -308,7 +309,13 @@ mod tests {
             let a = values(rows * dim, 1);
             let bt = values(dim * width, 2);
             let mut c = vec![0.0; rows * width];
-            matmul_nn(&a, &bt, &mut c, rows, dim, width);
+            let shape = BlockShape {
+                rows,
+                dim,
+                keys: width,
+                width,
+            };
+            matmul_nn(&a, &bt, &mut c, shape);
             let want = naive(&a, &bt, rows, dim, width);
             for (x, y) in c.iter().zip(&want) {
                 assert!((x - y).abs() < 1e-4, "nn {rows}x{dim}x{width}");
@@ -316,7 +323,7 @@ mod tests {
 
             // c2 [rows, dim] += c [rows, width] · bt [dim, width]ᵀ
             let mut c2 = vec![1.0; rows * dim];
-            matmul_nt_acc(&c, &bt, &mut c2, rows, dim, width);
+            matmul_nt_acc(&c, &bt, &mut c2, shape);
             for i in 0..rows {
                 for d in 0..dim {
                     let dot: f32 = (0..width)
@@ -344,8 +351,9 @@ mod tests {
                 }
                 let mut c3 = vec![1.0; rows * dim];
                 let mut c4 = vec![1.0; rows * dim];
-                matmul_acc(&masked, &b_rows, &bt, &mut c3, rows, dim, keys, width);
-                matmul_nt_acc(&masked, &bt, &mut c4, rows, dim, width);
+                let shape = BlockShape { keys, ..shape };
+                matmul_acc(&masked, &b_rows, &bt, &mut c3, shape);
+                matmul_nt_acc(&masked, &bt, &mut c4, shape);
                 for (x, y) in c3.iter().zip(&c4) {
                     assert!((x - y).abs() < 1e-3, "rows {rows}x{dim}x{width}");
                 }
@@ -353,7 +361,7 @@ mod tests {
 
             // ct [dim, width] += a [rows, dim]ᵀ · c [rows, width]
             let mut ct = vec![0.5; dim * width];
-            matmul_tn_acc(&a, &c, &mut ct, rows, dim, width);
+            matmul_tn_acc(&a, &c, &mut ct, shape);
             for d in 0..dim {
                 for j in 0..width {
                     let dot: f32 = (0..rows).map(|i| a[i * dim + d] * c[i * width + j]).sum();

@@ -8,7 +8,7 @@ use burn_cubecl::cubecl;
 use cubecl::prelude::*;
 
 use super::tiles::{
-    Inputs, Tiling, axpy_tile, dot_tile, load_bias, load_column, load_rows, load_table,
+    HeadAt, Inputs, Tiling, axpy_tile, dot_tile, load_bias, load_column, load_rows, load_table,
     load_visible, position, read_row, tile_count, write_row, zeros,
 };
 
@@ -32,6 +32,7 @@ pub(crate) fn key_backward_kernel<F: Float, I: Numeric>(
     let buckets = comptime![tiling.buckets];
     let at = position(units);
     let (b, h, j0, u, j) = (at.b, at.h, at.first, at.unit, at.row);
+    let head = HeadAt { b, h };
     let q_len = inputs.q.shape(2);
     let k_len = inputs.k.shape(2);
     let scale = F::cast_from(inputs.scale);
@@ -60,35 +61,14 @@ pub(crate) fn key_backward_kernel<F: Float, I: Numeric>(
     for t in 0..tile_count(q_len, walk) {
         let i0 = t * walk;
         sync_cube();
-        load_rows::<F>(
-            &inputs.q,
-            b,
-            h,
-            i0,
-            q_len,
-            &mut q_tile,
-            walk,
-            head_dim,
-            units,
-        );
-        load_rows::<F>(
-            packed_grad,
-            b,
-            h,
-            i0,
-            q_len,
-            &mut g_tile,
-            walk,
-            head_dim,
-            units,
-        );
-        load_column::<F>(packed, b, h, i0, q_len, head_dim, &mut lse, walk, units);
-        load_column::<F>(shift, b, h, i0, q_len, 0, &mut row_shift, walk, units);
+        load_rows::<F>(&inputs.q, &head, i0, q_len, &mut q_tile, walk, tiling);
+        load_rows::<F>(packed_grad, &head, i0, q_len, &mut g_tile, walk, tiling);
+        load_column::<F>(packed, &head, i0, q_len, head_dim, &mut lse, walk, units);
+        load_column::<F>(shift, &head, i0, q_len, 0, &mut row_shift, walk, units);
         load_bias::<F, I>(
             inputs,
             &table_tile,
-            b,
-            h,
+            &head,
             i0,
             j0,
             &mut bias,

@@ -10,7 +10,7 @@ use burn_cubecl::cubecl;
 use cubecl::prelude::*;
 
 use super::tiles::{
-    Inputs, Tiling, alloc_key_tile, axpy_tile, dot_tile, load_key_tile, position, read_row,
+    HeadAt, Inputs, Tiling, alloc_key_tile, axpy_tile, dot_tile, load_key_tile, position, read_row,
     row_offset, tile_count, unrolled, write_row, zeros,
 };
 
@@ -58,6 +58,7 @@ pub(crate) fn query_backward_kernel<F: Float, I: Numeric>(
     let (head_dim, units, walk) = comptime![(tiling.head_dim, tiling.units, tiling.walk)];
     let at = position(units);
     let (b, h, i0, u, i) = (at.b, at.h, at.first, at.unit, at.row);
+    let head = HeadAt { b, h };
     let q_len = inputs.q.shape(2);
     let k_len = inputs.k.shape(2);
     let row_ok = i < q_len;
@@ -77,7 +78,7 @@ pub(crate) fn query_backward_kernel<F: Float, I: Numeric>(
 
     for t in 0..tile_count(k_len, walk) {
         let j0 = t * walk;
-        load_key_tile::<F, I>(inputs, &mut tile, b, h, i0, j0, tiling);
+        load_key_tile::<F, I>(inputs, &mut tile, &head, i0, j0, tiling);
         if row_ok {
             for c in 0..walk {
                 let mut d_s = F::new(0.0);

@@ -18,7 +18,7 @@ use burn_cubecl::cubecl;
 use cubecl::prelude::*;
 
 use super::tiles::{
-    Inputs, Tiling, alloc_key_tile, axpy_tile, dot_tile, load_key_tile, position, read_row,
+    HeadAt, Inputs, Tiling, alloc_key_tile, axpy_tile, dot_tile, load_key_tile, position, read_row,
     row_offset, tile_count, unrolled, write_row, zeros,
 };
 
@@ -40,6 +40,7 @@ pub(crate) fn forward_kernel<F: Float, I: Numeric>(
     let batch = inputs.q.shape(0);
     // `at.b` is the partial result's batch index, `b` the input's
     let b = at.b % batch;
+    let head = HeadAt { b, h };
     let q_len = inputs.q.shape(2);
     let k_len = inputs.k.shape(2);
     let row_ok = i < q_len;
@@ -60,7 +61,7 @@ pub(crate) fn forward_kernel<F: Float, I: Numeric>(
     let mut seen = false;
 
     for t in first_tile..end_tile {
-        load_key_tile::<F, I>(inputs, &mut tile, b, h, i0, t * walk, tiling);
+        load_key_tile::<F, I>(inputs, &mut tile, &head, i0, t * walk, tiling);
         if row_ok {
             let mut tile_max = F::new(0.0);
             let mut any = false;

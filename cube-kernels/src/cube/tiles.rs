@@ -81,6 +81,15 @@ pub(crate) struct Position {
     pub row: usize,
 }
 
+/// The `(batch element, head)` whose rows a cube reads.
+#[derive(CubeType)]
+pub(crate) struct HeadAt {
+    /// Batch element of the inputs.
+    pub b: usize,
+    /// Head.
+    pub h: usize,
+}
+
 /// The position of this unit in tiles of `units` rows.
 #[cube]
 pub(crate) fn position(#[comptime] units: usize) -> Position {
@@ -102,23 +111,21 @@ pub(crate) fn row_offset<F: CubePrimitive>(t: &Tensor<F>, b: usize, h: usize, i:
     b * t.stride(0) + h * t.stride(1) + i * t.stride(2)
 }
 
-/// Copies rows `start..start + rows` (channels `0..head_dim`) of `(b, h)` of `t` into `tile`
+/// Copies rows `start..start + rows` (channels `0..head_dim`) of `t` at `head` into `tile`
 /// (`[rows, head_dim]`), cooperatively and coalesced along the channels; rows past `len` are
 /// zeros.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_rows<F: Float>(
     t: &Tensor<F>,
-    b: usize,
-    h: usize,
+    head: &HeadAt,
     start: usize,
     len: usize,
     tile: &mut SharedMemory<F>,
     #[comptime] rows: usize,
-    #[comptime] head_dim: usize,
-    #[comptime] units: usize,
+    #[comptime] tiling: Tiling,
 ) {
-    let base = row_offset::<F>(t, b, h, 0);
+    let (head_dim, units) = comptime![(tiling.head_dim, tiling.units)];
+    let base = row_offset::<F>(t, head.b, head.h, 0);
     let mut e = UNIT_POS as usize;
     while e < rows * head_dim {
         let r = e / head_dim;
@@ -132,14 +139,13 @@ pub(crate) fn load_rows<F: Float>(
     }
 }
 
-/// Copies channel `channel` of rows `start..start + rows` of `(b, h)` of `t` into `out`
-/// (zeros past `len`).
+/// Copies channel `channel` of rows `start..start + rows` of `t` at `head` into `out` (zeros past
+/// `len`).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_column<F: Float>(
     t: &Tensor<F>,
-    b: usize,
-    h: usize,
+    head: &HeadAt,
     start: usize,
     len: usize,
     channel: usize,
@@ -147,7 +153,7 @@ pub(crate) fn load_column<F: Float>(
     #[comptime] rows: usize,
     #[comptime] units: usize,
 ) {
-    let base = row_offset::<F>(t, b, h, 0) + channel * t.stride(3);
+    let base = row_offset::<F>(t, head.b, head.h, 0) + channel * t.stride(3);
     let mut r = UNIT_POS as usize;
     while r < rows {
         let mut value = F::new(0.0);
@@ -210,7 +216,7 @@ pub(crate) fn load_table<F: Float, I: Numeric>(
     out
 }
 
-/// The bias block of query rows `i0..i0 + rows` × keys `j0..j0 + cols` into `bias`
+/// The bias block of query rows `i0..i0 + rows` × keys `j0..j0 + cols` at `head` into `bias`
 /// (`[rows, cols]`, zeros outside `q_len × k_len`): the index read coalesced along the keys and
 /// looked up in the head's table `table_tile`, plus the dense bias. With `keep_buckets`, the
 /// buckets go to `bucket_tile` as well.
@@ -219,8 +225,7 @@ pub(crate) fn load_table<F: Float, I: Numeric>(
 pub(crate) fn load_bias<F: Float, I: Numeric>(
     inputs: &Inputs<F, I>,
     table_tile: &SharedMemory<F>,
-    b: usize,
-    h: usize,
+    head: &HeadAt,
     i0: usize,
     j0: usize,
     bias: &mut SharedMemory<F>,
@@ -234,8 +239,8 @@ pub(crate) fn load_bias<F: Float, I: Numeric>(
     let dense = &inputs.dense;
     let q_len = inputs.q.shape(2);
     let k_len = inputs.k.shape(2);
-    let index_base = b * index.stride(0) + (inputs.column_offset + j0) * index.stride(2);
-    let dense_base = row_offset::<F>(dense, b, h, i0) + j0 * dense.stride(3);
+    let index_base = head.b * index.stride(0) + (inputs.column_offset + j0) * index.stride(2);
+    let dense_base = row_offset::<F>(dense, head.b, head.h, i0) + j0 * dense.stride(3);
     let mut e = UNIT_POS as usize;
     while e < rows * cols {
         let r = e / cols;
@@ -295,50 +300,28 @@ pub(crate) fn alloc_key_tile<F: Float, I: Numeric>(
     }
 }
 
-/// Loads the key tile `j0..j0 + walk` for the query rows `i0..i0 + units` of `(b, h)`, between
+/// Loads the key tile `j0..j0 + walk` for the query rows `i0..i0 + units` at `head`, between
 /// two cube barriers (the first lets the previous tile's readers finish).
 #[cube]
 pub(crate) fn load_key_tile<F: Float, I: Numeric>(
     inputs: &Inputs<F, I>,
     tile: &mut KeyTile<F>,
-    b: usize,
-    h: usize,
+    head: &HeadAt,
     i0: usize,
     j0: usize,
     #[comptime] tiling: Tiling,
 ) {
-    let (head_dim, units, walk) = comptime![(tiling.head_dim, tiling.units, tiling.walk)];
+    let (units, walk) = comptime![(tiling.units, tiling.walk)];
     let k_len = inputs.k.shape(2);
     let mut no_buckets = SharedMemory::<u32>::new(1usize);
     sync_cube();
-    load_rows::<F>(
-        &inputs.k,
-        b,
-        h,
-        j0,
-        k_len,
-        &mut tile.k,
-        walk,
-        head_dim,
-        units,
-    );
-    load_rows::<F>(
-        &inputs.v,
-        b,
-        h,
-        j0,
-        k_len,
-        &mut tile.v,
-        walk,
-        head_dim,
-        units,
-    );
-    load_visible::<F, I>(inputs, b, j0, &mut tile.visible, walk, tiling);
+    load_rows::<F>(&inputs.k, head, j0, k_len, &mut tile.k, walk, tiling);
+    load_rows::<F>(&inputs.v, head, j0, k_len, &mut tile.v, walk, tiling);
+    load_visible::<F, I>(inputs, head.b, j0, &mut tile.visible, walk, tiling);
     load_bias::<F, I>(
         inputs,
         &tile.table,
-        b,
-        h,
+        head,
         i0,
         j0,
         &mut tile.bias,

@@ -162,9 +162,12 @@ impl TemporalModelConfig {
                 .init(device)
         });
         let dysat = (self.embedding == EmbeddingKind::Dysat).then(|| {
-            let structural = StructuralAttentionConfig::new(dim_hidden, self.dim_out)
-                .with_att_head(self.att_head)
-                .with_dropout(self.dropout);
+            let structural = StructuralAttentionConfig::new(
+                dim_hidden,
+                self.dim_out,
+                self.att_head,
+                self.dropout,
+            );
             let temporal = SnapshotAttentionConfig::new(self.dim_out)
                 .with_snapshots(self.snapshots)
                 .with_att_head(self.att_head)

@@ -15,11 +15,9 @@ pub struct StructuralAttentionConfig {
     pub dim_in: usize,
     /// Output width; a multiple of `att_head`.
     pub dim_out: usize,
-    /// GAT heads, their outputs concatenated. Default: 2.
-    #[config(default = 2)]
+    /// GAT heads, their outputs concatenated.
     pub att_head: usize,
-    /// Dropout on the attention coefficients `α`. Default: 0.1.
-    #[config(default = 0.1)]
+    /// Dropout on the attention coefficients `α`.
     pub dropout: f64,
 }
 
@@ -128,9 +126,7 @@ mod tests {
         let device = Default::default();
         let mut rng = Rng::new();
         let (rows, fanout, dim_in, dim_out, heads) = (3, 3, 4, 6, 2);
-        let gat = StructuralAttentionConfig::new(dim_in, dim_out)
-            .with_dropout(0.0)
-            .init::<Flex>(&device);
+        let gat = StructuralAttentionConfig::new(dim_in, dim_out, heads, 0.0).init::<Flex>(&device);
         let (root, r) = rng.tensor::<Flex, 2>([rows, dim_in], &device);
         let (nbr, n) = rng.tensor::<Flex, 3>([rows, fanout, dim_in], &device);
         // row 1 has no neighbour: it attends to itself alone

@@ -1,6 +1,6 @@
 //! The bounded breadth-first search behind every row of a distance index.
 
-use super::{BfsBudget, DistanceScope, DistanceWorkspace, MAX_DISTANCE_LIMIT};
+use super::{BfsBudget, DistanceQuery, DistanceScope, DistanceWorkspace, MAX_DISTANCE_LIMIT};
 use crate::error::GraphError;
 use crate::graph::Graph;
 
@@ -17,15 +17,16 @@ pub(super) struct Bfs {
 }
 
 impl Bfs {
-    /// The BFS of depth `max_distance` in `scope` within `budget`.
+    /// The BFS that answers `query`.
     ///
     /// # Errors
-    /// [`GraphError::MaxDistanceTooLarge`] if `max_distance > MAX_DISTANCE_LIMIT`.
-    pub(super) fn new(
-        max_distance: u8,
-        scope: DistanceScope,
-        budget: BfsBudget,
-    ) -> Result<Self, GraphError> {
+    /// [`GraphError::MaxDistanceTooLarge`] if `query.max_distance > MAX_DISTANCE_LIMIT`.
+    pub(super) fn new(query: DistanceQuery) -> Result<Self, GraphError> {
+        let DistanceQuery {
+            max_distance,
+            scope,
+            budget,
+        } = query;
         if max_distance > MAX_DISTANCE_LIMIT {
             return Err(GraphError::MaxDistanceTooLarge { max_distance });
         }
@@ -36,12 +37,12 @@ impl Bfs {
         })
     }
 
-    /// [`Bfs::new`] without a budget ([`BfsBudget::EXACT`]).
+    /// [`Bfs::new`] for the exact query ([`DistanceQuery::exact`]).
     ///
     /// # Errors
     /// As [`Bfs::new`].
     pub(super) fn exact(max_distance: u8, scope: DistanceScope) -> Result<Self, GraphError> {
-        Self::new(max_distance, scope, BfsBudget::EXACT)
+        Self::new(DistanceQuery::exact(max_distance, scope))
     }
 
     /// The bucket of the pairs farther than `max_distance`, or unreachable.

@@ -6,7 +6,8 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Bfs, BfsBudget, DistanceIndex, DistanceScope, DistanceWorkspace, bfs_visit, prepare_sequence,
+    Bfs, DistanceIndex, DistanceQuery, DistanceScope, DistanceWorkspace, bfs_visit,
+    prepare_sequence,
 };
 use crate::error::GraphError;
 use crate::graph::Graph;
@@ -25,9 +26,9 @@ use crate::graph::Graph;
 /// the far bucket `max_distance + 1` ("farther or unreachable"). The buckets equal those of a
 /// [`DistanceIndex`] of the same sequence, `max_distance` and scope.
 ///
-/// Built with a finite [`BfsBudget`], rows whose BFS hit the budget may leave out pairs within
-/// `max_distance` (they read as far; stored buckets are always exact); [`Self::truncated_rows`]
-/// counts them.
+/// Built with a finite [`BfsBudget`](super::BfsBudget), rows whose BFS hit the budget may leave out
+/// pairs within `max_distance` (they read as far; stored buckets are always exact);
+/// [`Self::truncated_rows`] counts them.
 ///
 /// Deserializing checks every invariant above (a malformed file is an error, never a panic
 /// later).
@@ -96,10 +97,10 @@ impl SparseDistanceIndex {
         Self::build(graph, nodes, rows, Bfs::exact(max_distance, scope)?, ws)
     }
 
-    /// [`SparseDistanceIndex::with_workspace`] with a cap on the BFS work per source: with a
-    /// finite `budget`, pairs within `max_distance` may be left out (read as far) on rows that
-    /// hit it, stored buckets stay exact (see [`BfsBudget`]; [`Self::truncated_rows`] counts
-    /// those rows).
+    /// [`SparseDistanceIndex::with_workspace`] for `query`, whose budget caps the BFS work per
+    /// source: with a finite budget, pairs within `max_distance` may be left out (read as far) on
+    /// rows that hit it, stored buckets stay exact (see [`BfsBudget`](super::BfsBudget);
+    /// [`Self::truncated_rows`] counts those rows).
     ///
     /// # Errors
     /// As [`SparseDistanceIndex::with_workspace`].
@@ -107,13 +108,10 @@ impl SparseDistanceIndex {
         graph: &Graph,
         nodes: &[u32],
         rows: Range<usize>,
-        max_distance: u8,
-        scope: DistanceScope,
-        budget: BfsBudget,
+        query: DistanceQuery,
         ws: &mut DistanceWorkspace,
     ) -> Result<Self, GraphError> {
-        let bfs = Bfs::new(max_distance, scope, budget)?;
-        Self::build(graph, nodes, rows, bfs, ws)
+        Self::build(graph, nodes, rows, Bfs::new(query)?, ws)
     }
 
     /// The rows `rows` (global) of the index of the sequence `nodes`, a `bfs` from each.
@@ -242,8 +240,8 @@ impl SparseDistanceIndex {
         })
     }
 
-    /// Number of rows whose BFS hit the [`BfsBudget`] it was built with (0 for an exact build):
-    /// only these rows may lack pairs within `max_distance`.
+    /// Number of rows whose BFS hit the [`BfsBudget`](super::BfsBudget) it was built with (0 for an
+    /// exact build): only these rows may lack pairs within `max_distance`.
     pub fn truncated_rows(&self) -> usize {
         self.truncated_rows
     }

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use super::sparse::check_rows;
 use super::{
-    Bfs, BfsBudget, DistanceScope, DistanceWorkspace, SparseDistanceIndex, build_parallel,
+    Bfs, DistanceQuery, DistanceScope, DistanceWorkspace, SparseDistanceIndex, build_parallel,
 };
 use crate::error::GraphError;
 use crate::graph::Graph;
@@ -52,8 +52,9 @@ pub fn sparse_distance_indexes_with_progress(
     sparse_indexes(graph, sequences, rows, bfs, progress)
 }
 
-/// [`sparse_distance_indexes_with_progress`] with a cap on the BFS work per source (see
-/// [`BfsBudget`]: stored buckets stay exact; rows that hit the budget may lack pairs).
+/// [`sparse_distance_indexes_with_progress`] for `query`, whose budget caps the BFS work per source
+/// (see [`BfsBudget`](super::BfsBudget): stored buckets stay exact; rows that hit the budget may
+/// lack pairs).
 ///
 /// # Errors
 /// As [`sparse_distance_indexes_with_progress`].
@@ -61,12 +62,10 @@ pub fn sparse_distance_indexes_budgeted(
     graph: &Graph,
     sequences: &[Vec<u32>],
     rows: Option<Range<usize>>,
-    max_distance: u8,
-    scope: DistanceScope,
-    budget: BfsBudget,
+    query: DistanceQuery,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<SparseDistanceIndex>, GraphError> {
-    let bfs = Bfs::new(max_distance, scope, budget)?;
+    let bfs = Bfs::new(query)?;
     sparse_indexes(graph, sequences, rows, bfs, progress)
 }
 
@@ -122,10 +121,10 @@ pub fn sparse_distance_index_parallel(
     parallel_index(graph, nodes, rows, bfs, progress)
 }
 
-/// [`sparse_distance_index_parallel`] with a cap on the BFS work per source (see
-/// [`BfsBudget`]: stored buckets stay exact; rows that hit the budget may lack pairs, and
-/// [`SparseDistanceIndex::truncated_rows`] counts them). This is what bounds the time of a
-/// 65,536-row index on a power-law graph of millions of nodes.
+/// [`sparse_distance_index_parallel`] for `query`, whose budget caps the BFS work per source (see
+/// [`BfsBudget`](super::BfsBudget): stored buckets stay exact; rows that hit the budget may lack
+/// pairs, and [`SparseDistanceIndex::truncated_rows`] counts them). This is what bounds the time of
+/// a 65,536-row index on a power-law graph of millions of nodes.
 ///
 /// # Errors
 /// As [`sparse_distance_index_parallel`].
@@ -133,12 +132,10 @@ pub fn sparse_distance_index_parallel_budgeted(
     graph: &Graph,
     nodes: &[u32],
     rows: Range<usize>,
-    max_distance: u8,
-    scope: DistanceScope,
-    budget: BfsBudget,
+    query: DistanceQuery,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<SparseDistanceIndex, GraphError> {
-    let bfs = Bfs::new(max_distance, scope, budget)?;
+    let bfs = Bfs::new(query)?;
     parallel_index(graph, nodes, rows, bfs, progress)
 }
 
@@ -181,6 +178,7 @@ fn parallel_index(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distance::BfsBudget;
     use crate::distance::tests::{chunked_case, random_graph};
     use crate::graph::GraphOptions;
     use rand::SeedableRng;
@@ -254,38 +252,21 @@ mod tests {
         let budget = BfsBudget {
             max_arcs_per_source: Some(6),
         };
-        let par = sparse_distance_index_parallel_budgeted(
-            &g,
-            nodes,
-            0..2500,
-            4,
-            DistanceScope::Graph,
-            budget,
-            &|_| {},
-        )
-        .unwrap();
+        let query = DistanceQuery::exact(4, DistanceScope::Graph).with_budget(budget);
+        let par =
+            sparse_distance_index_parallel_budgeted(&g, nodes, 0..2500, query, &|_| {}).unwrap();
         let single = SparseDistanceIndex::with_workspace_budget(
             &g,
             nodes,
             0..2500,
-            4,
-            DistanceScope::Graph,
-            budget,
+            query,
             &mut DistanceWorkspace::new(n),
         )
         .unwrap();
         assert_eq!(par, single);
         assert!(par.truncated_rows() > 0);
-        let many = sparse_distance_indexes_budgeted(
-            &g,
-            &[nodes.to_vec()],
-            None,
-            4,
-            DistanceScope::Graph,
-            budget,
-            &|_| {},
-        )
-        .unwrap();
+        let many =
+            sparse_distance_indexes_budgeted(&g, &[nodes.to_vec()], None, query, &|_| {}).unwrap();
         assert_eq!(many, vec![single]);
         let opts = GraphOptions::default();
         let small = Graph::from_edges(3, &[(0, 1)], &opts).unwrap();

@@ -117,14 +117,12 @@ fn bfs_budget_never_shortens_and_is_exact_where_not_hit() {
         for max in [1u8, 2, 3, 5] {
             for scope in [DistanceScope::Graph, DistanceScope::Induced] {
                 let exact = reference(&g, nodes, max, scope);
+                let query = |budget| DistanceQuery::exact(max, scope).with_budget(budget);
                 let build_dense = |budget, ws: &mut DistanceWorkspace| {
-                    DistanceIndex::with_workspace_budget(&g, nodes, max, scope, budget, ws).unwrap()
+                    DistanceIndex::with_workspace_budget(&g, nodes, query(budget), ws).unwrap()
                 };
                 let build_sparse = |rows: Range<usize>, budget, ws: &mut DistanceWorkspace| {
-                    SparseDistanceIndex::with_workspace_budget(
-                        &g, nodes, rows, max, scope, budget, ws,
-                    )
-                    .unwrap()
+                    SparseDistanceIndex::with_workspace_budget(&g, nodes, rows, query(budget), ws).unwrap()
                 };
                 // (a) No cap, or one no BFS can reach, gives the exact BFS.
                 for budget in [

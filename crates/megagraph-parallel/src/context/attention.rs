@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use megagraph_kernels::{
-    AttentionBias, AttentionError, AttentionOptions, AttentionOutput, DistanceBiasPrimitive,
-    GraphAttentionInputs,
+    AttentionError, AttentionOutput, DistanceBiasPrimitive, GraphAttentionInputs,
 };
+use megagraph_models::AttendInputs;
 
 use super::backend::ContextParallelBackend;
 use super::endpoint::RingEndpoint;
@@ -16,6 +16,7 @@ use crate::ParallelError;
 
 /// Exact biased attention of this ring position's queries over the whole sequence.
 ///
+/// `inputs` (the model's [`AttendInputs`]):
 /// - `q`, `k`, `v`: this position's block, `[batch, heads, block, head_dim]`
 /// - `bias.distance` (required): this position's index ROWS, `[batch, block, block * ring
 ///   size]` (its `column_offset` is ignored: each hop sets the offset of the block it holds),
@@ -36,14 +37,18 @@ use crate::ParallelError;
 /// [`ParallelError::Attention`] for inconsistent shapes, [`ParallelError::Unsupported`] without
 /// a distance bias or with a dense bias, a communication error otherwise.
 pub fn ring_attention<B: ContextParallelBackend>(
-    q: Tensor<B, 4>,
-    k: Tensor<B, 4>,
-    v: Tensor<B, 4>,
-    bias: AttentionBias<B>,
-    options: &AttentionOptions,
+    inputs: AttendInputs<B>,
     ring: &Arc<RingEndpoint<B::InnerBackend>>,
     call: RingCall,
 ) -> Result<AttentionOutput<B>, ParallelError> {
+    let AttendInputs {
+        q,
+        k,
+        v,
+        bias,
+        options,
+    } = inputs;
+    let options = &options;
     let rank = ring.rank;
     let fail = |source: AttentionError| ParallelError::Attention { rank, source };
     if bias.dense.is_some() {

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use burn::tensor::{Bool, Tensor, TensorPrimitive};
 use megagraph_kernels::{
-    AttentionBias, AttentionError, AttentionOptions, DistanceBias, GraphAttentionBackend,
-    graph_attention,
+    AttentionBias, AttentionError, DistanceBias, GraphAttentionBackend, graph_attention,
 };
 use megagraph_models::{Attend, AttendInputs};
 
@@ -39,14 +38,18 @@ use crate::{ParallelError, RingCall};
 /// [`ParallelError::Attention`] for inconsistent shapes, [`ParallelError::Unsupported`]
 /// without a distance bias or with a dense bias, a communication error otherwise.
 pub fn ulysses_attention<B: GraphAttentionBackend + UlyssesBackend>(
-    q: Tensor<B, 4>,
-    k: Tensor<B, 4>,
-    v: Tensor<B, 4>,
-    bias: AttentionBias<B>,
-    options: &AttentionOptions,
+    inputs: AttendInputs<B>,
     group: &Arc<UlyssesEndpoint<B::InnerBackend>>,
     call: RingCall,
 ) -> Result<Tensor<B, 4>, ParallelError> {
+    let AttendInputs {
+        q,
+        k,
+        v,
+        bias,
+        options,
+    } = inputs;
+    let options = &options;
     let rank = group.rank;
     if bias.dense.is_some() {
         return Err(ParallelError::Unsupported {
@@ -163,21 +166,6 @@ impl<B: GraphAttentionBackend + UlyssesBackend> Attend<B> for UlyssesAttention<'
     type Error = ParallelError;
 
     fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, ParallelError> {
-        let AttendInputs {
-            q,
-            k,
-            v,
-            bias,
-            options,
-        } = inputs;
-        ulysses_attention(
-            q,
-            k,
-            v,
-            bias,
-            &options,
-            self.group,
-            RingCall { layer, ..self.call },
-        )
+        ulysses_attention(inputs, self.group, RingCall { layer, ..self.call })
     }
 }
