@@ -4,6 +4,9 @@
 
 use std::collections::VecDeque;
 
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+
 /// The `β` levels the tuner steps through (TorchGT's list; it starts at `1`).
 pub const BETA_LEVELS: [f64; 6] = [0.0, 1.0, 1.5, 5.0, 7.0, 10.0];
 
@@ -15,8 +18,9 @@ const WINDOW: usize = 5;
 /// kept for the last five epochs; from epoch 9 on, when those rates never fell, `β` moves one
 /// level up (more pairs become dense tiles: faster steps), and when they never rose it moves one
 /// level down (the loss slows: more exact edges).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BetaTuner {
+    #[serde(deserialize_with = "level_in_range")]
     level: usize,
     smoothed: Option<f64>,
     rates: VecDeque<f64>,
@@ -29,6 +33,16 @@ impl Default for BetaTuner {
             smoothed: None,
             rates: VecDeque::from(vec![0.0; WINDOW]),
         }
+    }
+}
+
+/// Reads a level of [`BETA_LEVELS`], refusing one past its end (a corrupt checkpoint).
+fn level_in_range<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+    let level = usize::deserialize(deserializer)?;
+    if level < BETA_LEVELS.len() {
+        Ok(level)
+    } else {
+        Err(D::Error::custom(format!("β level {level} is past the last of {} levels", BETA_LEVELS.len())))
     }
 }
 
@@ -83,5 +97,21 @@ mod tests {
         // a loss that flattens: the rates fall, β steps down to 0 and stays
         let flattening = run((0..12).map(|e| 1.0 + 10.0 * 0.5f64.powi(e)));
         assert_eq!(&flattening[8..], &[0.0, 0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn the_state_round_trips_through_json_and_a_level_past_the_last_is_refused() {
+        let mut tuner = BetaTuner::default();
+        for (e, loss) in (0..10).map(|e| 10.0 - 0.05 * (e * e) as f64).enumerate() {
+            tuner.observe(e + 1, loss, 1.0);
+        }
+        let text = serde_json::to_string(&tuner).unwrap_or_else(|e| panic!("{e}"));
+        let back: BetaTuner = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, tuner);
+        assert_eq!(back.beta(), 5.0);
+        let corrupt = text.replace("\"level\":3", "\"level\":6");
+        assert_ne!(corrupt, text);
+        let error = serde_json::from_str::<BetaTuner>(&corrupt).err().map(|e| e.to_string());
+        assert!(error.as_ref().is_some_and(|e| e.contains("β level 6")), "{error:?}");
     }
 }

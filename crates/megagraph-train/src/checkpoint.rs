@@ -5,6 +5,7 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Record, Recorder
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
+use crate::beta::BetaTuner;
 use crate::error::{Result, TrainError};
 use crate::files::write_atomically;
 use crate::metrics::EpochMetrics;
@@ -28,6 +29,11 @@ pub struct TrainState {
     pub history: Vec<EpochMetrics>,
     /// Fingerprint of the configuration that produced the checkpoint.
     pub config_fingerprint: String,
+    /// The state of reformation's `β` tuner (`reform_threshold = "tuned"`), so that a resumed
+    /// run tunes `β` as an uninterrupted one. Checkpoints written without it read as a fresh
+    /// tuner.
+    #[serde(default)]
+    pub beta_tuner: BetaTuner,
 }
 
 impl TrainState {
@@ -42,6 +48,7 @@ impl TrainState {
             train_seconds: 0.0,
             history: Vec::new(),
             config_fingerprint,
+            beta_tuner: BetaTuner::default(),
         }
     }
 }

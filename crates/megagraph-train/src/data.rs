@@ -7,7 +7,7 @@ use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
 use megagraph_graph::distance::{BfsBudget, DistanceQuery, DistanceScope, sparse_distance_index_parallel_budgeted};
 use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::{Dataset, SparseDistanceIndex};
-use megagraph_kernels::BucketIndex;
+use megagraph_kernels::{BucketIndex, CsrParts, SparseBucketIndex};
 use megagraph_models::{GraphBatch, NodeInput};
 use megagraph_parallel::{BlockBatch, BlockRequest};
 use rand::{Rng, SeedableRng};
@@ -72,8 +72,8 @@ pub struct SequenceDataset {
     roles: Vec<SplitRole>,
     /// Cluster sizes of each sequence, once [`reorder_clusters`](Self::reorder_clusters) ran.
     pub(crate) cluster_sizes: Option<Vec<Vec<usize>>>,
-    /// Nanoseconds spent building distance rows, summed over every call.
-    index_nanos: Arc<AtomicU64>,
+    /// Time spent and rows built building distance rows, summed over every call.
+    index_work: Arc<IndexWork>,
     /// Builds a block of distance rows (bounded BFS), here or on the prefetcher's thread.
     build_rows: Arc<RowBuilder>,
     prefetcher: RowPrefetcher,
@@ -81,6 +81,15 @@ pub struct SequenceDataset {
     options: SequenceOptions,
     /// Whether batches carry edge paths ([`with_edge_paths`](Self::with_edge_paths)).
     edge_paths: bool,
+}
+
+/// What building distance rows cost so far, summed over every build (on any thread).
+#[derive(Default)]
+struct IndexWork {
+    /// Nanoseconds spent.
+    nanos: AtomicU64,
+    /// Query rows built.
+    rows: AtomicU64,
 }
 
 /// Rows of a batch as a rank computes them: the nodes at each position and their distance rows.
@@ -140,8 +149,8 @@ impl SequenceDataset {
                 roles[id as usize] = role;
             }
         }
-        let index_nanos = Arc::new(AtomicU64::new(0));
-        let build = row_builder(&dataset, options, index_nanos.clone());
+        let index_work = Arc::new(IndexWork::default());
+        let build = row_builder(&dataset, options, index_work.clone());
         Ok(Self {
             dataset,
             sequences,
@@ -150,7 +159,7 @@ impl SequenceDataset {
             partition_seconds,
             roles,
             cluster_sizes: None,
-            index_nanos,
+            index_work,
             build_rows: build.clone(),
             prefetcher: RowPrefetcher::new(build),
             options,
@@ -257,12 +266,26 @@ impl SequenceDataset {
     /// Seconds spent building distance rows so far, summed over every build (on the background
     /// thread too; builds on several threads at once each count).
     pub fn index_seconds(&self) -> f64 {
-        self.index_nanos.load(Ordering::Relaxed) as f64 * 1e-9
+        self.index_work.nanos.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
+    /// Distance rows (one per query node) built so far, summed over every build, prefetched or
+    /// not (a row built twice counts twice).
+    pub fn index_rows_built(&self) -> u64 {
+        self.index_work.rows.load(Ordering::Relaxed)
     }
 
     /// The rows `rows` of the sequences `indices` padded to the dataset's `seq_len`: their nodes
     /// and distance rows (sequences in parallel, and rows in parallel within each).
     fn host_block(&self, indices: &[usize], rows: Range<usize>) -> HostBlock {
+        let nodes = self.host_nodes(indices, rows.clone());
+        let index = indices.par_iter().map(|&index| self.distance_rows(index, rows.clone())).collect();
+        HostBlock { nodes, index }
+    }
+
+    /// The node at each of the rows `rows` of the sequences `indices` (`None` = padding),
+    /// row-major `[batch, rows]`.
+    fn host_nodes(&self, indices: &[usize], rows: Range<usize>) -> Vec<Option<u32>> {
         let width = rows.len();
         let mut nodes = vec![None; indices.len() * width];
         for (b, &index) in indices.iter().enumerate() {
@@ -271,8 +294,7 @@ impl SequenceDataset {
                 nodes[b * width + slot] = members.get(i).copied();
             }
         }
-        let index = indices.par_iter().map(|&index| self.distance_rows(index, rows.clone())).collect();
-        HostBlock { nodes, index }
+        nodes
     }
 
     /// Number of sequences.
@@ -337,7 +359,38 @@ impl SequenceDataset {
         dropout: Option<(f64, u64)>,
     ) -> NodeBatch<B> {
         let seq = self.seq_len;
-        let NodeBlock { block, nodes } = self.block(indices, 0..seq, seq, true, device, dropout);
+        self.node_batch(indices, self.block(indices, 0..seq, seq, true, device, dropout), device)
+    }
+
+    /// Like [`batch`](Self::batch), but without distance rows: the index reads every pair as
+    /// "farther" and nothing is built for it (no BFS, no prefetch read). For sparse attention,
+    /// whose core reads no spatial bias; full attention on such a batch has no spatial bias.
+    ///
+    /// # Panics
+    ///
+    /// If an index is out of range.
+    pub fn batch_without_distances<B: Backend>(&self, indices: &[usize], device: &B::Device) -> NodeBatch<B> {
+        let seq = self.seq_len;
+        let nodes = self.host_nodes(indices, 0..seq);
+        let offsets = vec![0u64; indices.len() * seq + 1];
+        let empty = CsrParts {
+            row_offsets: &offsets,
+            columns: &[],
+            buckets: &[],
+        };
+        let far = self.options.max_distance + 1;
+        let index_rows = SparseBucketIndex::from_csr(empty, [indices.len(), seq], seq, far, device)
+            .expect("an index without pairs is consistent")
+            .into();
+        let block = self.block_tensors(nodes, index_rows, [indices.len(), seq], true, device);
+        self.node_batch(indices, block, device)
+    }
+
+    /// The batch of the sequences `indices` from their whole-sequence `block`, with the edge
+    /// paths when batches carry them.
+    fn node_batch<B: Backend>(&self, indices: &[usize], block: NodeBlock<B>, device: &B::Device) -> NodeBatch<B> {
+        let seq = self.seq_len;
+        let NodeBlock { block, nodes } = block;
         let edge_paths = self.edge_paths.then(|| {
             let members: Vec<&[u32]> = indices.iter().map(|&index| self.sequences[index].as_slice()).collect();
             let SequenceOptions { max_distance, scope, .. } = self.options;
@@ -378,8 +431,7 @@ impl SequenceDataset {
         dropout: Option<(f64, u64)>,
     ) -> NodeBlock<B> {
         assert!(frame >= self.seq_len, "frame {frame} is shorter than the sequences ({})", self.seq_len);
-        let (batch, width) = (indices.len(), rows.len());
-        let graph = &self.dataset.graph;
+        let width = rows.len();
         let HostBlock { nodes, index } = self.host_block(indices, rows.clone());
         let blocks: Vec<&SparseDistanceIndex> = index.iter().map(|rows| &**rows).collect();
         let dropped = dropout
@@ -390,6 +442,20 @@ impl SequenceDataset {
         };
         let index_rows = BucketIndex::from_row_blocks_where(&blocks, [width, frame], keep, device)
             .expect("row blocks fit the batch frame");
+        self.block_tensors(nodes, index_rows, [indices.len(), width], with_input, device)
+    }
+
+    /// The tensors of a block of `[batch, width]` positions holding `nodes`, with the distance
+    /// index `index_rows`; the node input only when `with_input`.
+    fn block_tensors<B: Backend>(
+        &self,
+        nodes: Vec<Option<u32>>,
+        index_rows: BucketIndex<B>,
+        [batch, width]: [usize; 2],
+        with_input: bool,
+        device: &B::Device,
+    ) -> NodeBlock<B> {
+        let graph = &self.dataset.graph;
         let per_node = |f: &dyn Fn(u32) -> i64| -> Vec<i64> { nodes.iter().map(|n| n.map_or(0, f)).collect() };
         let in_degree = per_node(&|n| graph.in_degrees()[n as usize] as i64);
         let out_degree = per_node(&|n| graph.out_degrees()[n as usize] as i64);
@@ -481,15 +547,17 @@ fn clipped(rows: Range<usize>, len: usize) -> Range<usize> {
     rows.start.min(len)..rows.end.min(len)
 }
 
-/// Builds distance rows of `dataset`'s sequences as `options` say, adding the time to `nanos`.
-fn row_builder(dataset: &Dataset, options: SequenceOptions, nanos: Arc<AtomicU64>) -> Arc<RowBuilder> {
+/// Builds distance rows of `dataset`'s sequences as `options` say, adding the time and the rows
+/// to `work`.
+fn row_builder(dataset: &Dataset, options: SequenceOptions, work: Arc<IndexWork>) -> Arc<RowBuilder> {
     let graph = dataset.graph.clone();
     Arc::new(move |members: &[u32], rows: Range<usize>| {
         let started = Instant::now();
         let query = DistanceQuery::exact(options.max_distance, options.scope).with_budget(options.budget);
         let index = sparse_distance_index_parallel_budgeted(&graph, members, rows, query, &|_| {})
         .expect("sequences are valid node lists and max_distance was checked at construction");
-        nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        work.nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        work.rows.fetch_add(index.len() as u64, Ordering::Relaxed);
         index
     })
 }

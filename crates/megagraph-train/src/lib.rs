@@ -5,6 +5,7 @@
 //! `SupervisedTraining`, with dataset, batcher and model types for node sequences).
 
 mod attention;
+mod attention_schedule;
 mod beta;
 mod checkpoint;
 mod config;
@@ -27,6 +28,7 @@ mod prefetch;
 mod prepare;
 mod progress;
 mod schedule;
+mod step_attention;
 mod trainer;
 pub mod tune;
 
@@ -55,5 +57,6 @@ pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress};
 pub use progress::PrepareProgress;
 pub use schedule::{WarmupCosine, WarmupCosineLr};
+pub use step_attention::StepAttention;
 pub use observer::{Quiet, TrainObserver, TrainOutcome};
 pub use trainer::{NodeClassificationTrainer, SplitAccuracy};

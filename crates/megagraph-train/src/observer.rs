@@ -18,6 +18,9 @@ pub trait TrainObserver {
     /// The training steps of `epoch` ran; `full_steps` are those (indices within the epoch)
     /// that ran full attention, the others ran sparse attention (the `[attention]` section).
     fn attention_steps(&mut self, _epoch: usize, _full_steps: &[usize]) {}
+    /// Under `reform_threshold = "tuned"`, `β`'s tuner chose `beta` after `epoch`: the `β` of
+    /// elastic computation reformation in the next epoch.
+    fn reform_beta(&mut self, _epoch: usize, _beta: f64) {}
     /// Asked after each epoch (and its checkpoint): `true` interrupts training with
     /// [`TrainError::Interrupted`](crate::TrainError::Interrupted); a later run can `--resume`.
     fn should_stop(&mut self, _epoch: usize) -> bool {

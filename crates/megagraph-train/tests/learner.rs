@@ -374,3 +374,89 @@ fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
     // the last two states are kept
     assert!(!states.join("mesh-optimizer-2.mpk").is_file() && states.join("mesh-optimizer-4.mpk").is_file());
 }
+
+/// The sparse run of `config` through `trainer` with batches of every training sequence (one
+/// step per epoch, as the command line's loop takes them): the logged train loss and valid
+/// accuracy (a fraction) of each epoch, and the distance rows the run built.
+fn learner_history(setup: &Setup, trainer: MegaGraphTrainer<B>, epochs: usize) -> (Vec<f64>, Vec<f64>, u64) {
+    let config = &setup.config;
+    let batch = setup.data.num_sequences();
+    let train = DataLoaderBuilder::new(SequenceBatcher::new(setup.data.clone(), SplitRole::Train))
+        .batch_size(batch)
+        .build(SplitSequences::new(setup.data.clone(), SplitRole::Train));
+    let valid = DataLoaderBuilder::new(SequenceBatcher::new(setup.data.clone(), SplitRole::Valid))
+        .batch_size(batch)
+        .build(SplitSequences::new(setup.data.clone(), SplitRole::Valid));
+    let dir = tempfile::tempdir().unwrap();
+    let learner = trainer.learner(setup.model(config.training.seed), config.schedule(1).scheduler());
+    let rows_before = setup.data.index_rows_built();
+    SupervisedTraining::new(dir.path(), train, valid)
+        .metrics((LossMetric::new(), AccuracyMetric::new()))
+        .with_application_logger(None)
+        .num_epochs(epochs)
+        .with_training_strategy(trainer.into_strategy())
+        .launch(learner);
+    let rows = setup.data.index_rows_built() - rows_before;
+    let logged = |split, metric, scale: f64| -> Vec<f64> {
+        (1..=epochs)
+            .map(|epoch| logged_mean(dir.path(), split, epoch, metric).expect("logged") * scale)
+            .collect()
+    };
+    (logged("train", "Loss", 1.0), logged("valid", "Accuracy", 0.01), rows)
+}
+
+#[test]
+fn sparse_attention_through_the_learner_equals_the_command_line_loop() {
+    use megagraph_train::{AttentionMode, Quiet, TrainError};
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let epochs = 3;
+    let mut config = tiny_config();
+    config.attention.mode = AttentionMode::Sparse;
+    config.training.epochs = epochs;
+    config.training.batch_size = 16;
+    config.optimizer.lr = 0.01;
+    let setup = Setup::new(config);
+    let config = &setup.config;
+    // every sequence holds training nodes: one step of all of them per epoch on both paths
+    assert_eq!(SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len(), setup.data.num_sequences());
+    assert!(setup.data.num_sequences() <= config.training.batch_size);
+
+    let cli = NodeClassificationTrainer::new(config, setup.data.clone())
+        .fit::<B>(&Default::default(), &mut Quiet)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .report;
+    let cli_loss: Vec<f64> = cli.history.iter().map(|m| m.loss).collect();
+    let cli_valid: Vec<f64> = cli.history.iter().map(|m| m.valid_accuracy).collect();
+
+    let trainer = || {
+        MegaGraphTrainer::<B>::single_device(Default::default())
+            .with_optimizer(AdamWConfig::new().with_weight_decay(config.optimizer.weight_decay as f32))
+    };
+    let sparse = trainer()
+        .with_attention(config.attention.clone(), config.training.seed)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (loss, valid, rows) = learner_history(&setup, sparse, epochs);
+    let (full_loss, _, full_rows) = learner_history(&setup, trainer(), epochs);
+    println!("command line {cli_loss:?} {cli_valid:?}; learner sparse {loss:?} {valid:?}, full {full_loss:?}");
+    for epoch in 0..epochs {
+        let (a, b) = (loss[epoch], cli_loss[epoch]);
+        assert!((a - b).abs() <= 1e-5 * b.abs(), "epoch {}: learner loss {a} vs the command line's {b}", epoch + 1);
+        assert!((valid[epoch] - cli_valid[epoch]).abs() < 1e-9, "epoch {}: valid accuracy {valid:?} vs {cli_valid:?}", epoch + 1);
+    }
+    assert_ne!(loss, full_loss, "the learner ran sparse attention");
+    assert_eq!(rows, 0, "sparse steps and their validation build no distance rows");
+    assert!(full_rows > 0);
+
+    // a mesh runs full attention only, and β's tuner lives in the command line's loop: refused
+    let mesh = megagraph_parallel::ParallelConfig::uniform(1, 1, 2, 1, 1).unwrap();
+    let refused = MegaGraphTrainer::<B>::parallel(mesh, vec![Default::default()])
+        .with_attention(config.attention.clone(), 0)
+        .err();
+    assert!(matches!(refused, Some(TrainError::InvalidConfig { field: "attention.mode", .. })), "{refused:?}");
+    let mut tuned = config.attention.clone();
+    tuned.reorder = true;
+    tuned.block_reform = true;
+    tuned.reform_threshold = megagraph_train::ReformSetting::Rule(megagraph_train::ReformRule::Tuned);
+    let refused = trainer().with_attention(tuned, 0).err();
+    assert!(matches!(refused, Some(TrainError::InvalidConfig { field: "attention.reform_threshold", .. })), "{refused:?}");
+}

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::AutodiffBackend;
-use megagraph_graph::sequence::BlockReform;
 use megagraph_models::GraphTransformer;
 use megagraph_parallel::{NodeConfig, OptimizerRecord};
 
@@ -20,6 +19,7 @@ use crate::error::Result;
 
 pub(crate) use mesh::MeshEngine;
 pub(crate) use single::SingleDeviceEngine;
+pub(crate) use crate::step_attention::StepAttention;
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -56,19 +56,6 @@ pub(crate) trait StepEngine<B: AutodiffBackend> {
             }),
         }
     }
-}
-
-/// The attention core of a step.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum StepAttention {
-    /// Full biased attention ([`LocalAttention`](megagraph_models::LocalAttention), or the ring).
-    Full,
-    /// TorchGT's sparse edge attention over each sequence's edges, reformed into dense tiles by
-    /// `reform` when given.
-    Sparse {
-        /// Elastic computation reformation of the edges.
-        reform: Option<BlockReform>,
-    },
 }
 
 /// The most one rank held over a run's steps.

@@ -7,12 +7,13 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, GradientsParams, Optimizer};
 use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, SparseAttention, masked_cross_entropy};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_cross_entropy};
 use megagraph_parallel::{OptimizerRecord, trainable};
 
 use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
 use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
+use crate::step_attention::step_logits;
 
 /// The optimizer the single-device engine runs.
 type Adam<B> = OptimizerAdaptor<AdamW, GraphTransformer<B>, B>;
@@ -66,9 +67,8 @@ where
         let dropout =
             (self.structure_dropout > 0.0).then_some((self.structure_dropout, dropout_seed));
         megagraph_parallel::reset_thread_peak();
-        let batch: NodeBatch<B> =
-            self.data
-                .batch_with_structure_dropout(indices, &self.device, dropout);
+        // sparse steps build no distance rows: their core reads none
+        let batch: NodeBatch<B> = self.attention.batch(&self.data, indices, &self.device, dropout);
         let train_nodes = self.data.train_nodes(&batch.nodes);
         if train_nodes == 0 {
             return Ok(None);
@@ -79,23 +79,17 @@ where
             dense_index_bytes: size * rows * columns,
             peak_bytes: None,
         };
-        let sparse = match &self.attention {
-            StepAttention::Full => None,
-            StepAttention::Sparse { reform } => Some(SparseAttention::new(self.data.batch_edges::<B>(indices, reform.as_ref(), &self.device)?)),
-        };
+        let core = self.attention.core::<B>(&self.data, indices, &self.device)?;
         let model = self
             .model
             .take()
             .unwrap_or_else(|| unreachable!("the model is put back after every step"));
-        let logits = match &sparse {
-            None => model.forward(batch.graph),
-            Some(sparse) => match model.forward_with(batch.graph, sparse) {
-                Ok(logits) => logits,
-                Err(error) => {
-                    self.model = Some(model);
-                    return Err(error.into());
-                }
-            },
+        let logits = match step_logits(&model, batch.graph, core.as_ref()) {
+            Ok(logits) => logits,
+            Err(error) => {
+                self.model = Some(model);
+                return Err(error);
+            }
         };
         let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, train_nodes);
         let value = loss.clone().into_scalar().elem::<f64>();

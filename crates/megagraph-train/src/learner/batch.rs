@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
-use megagraph_models::GraphBatch;
+use megagraph_models::{GraphBatch, SparseAttention};
 
-use crate::data::{SequenceDataset, SplitRole};
+use crate::data::{NodeBatch, SequenceDataset, SplitRole};
+use crate::error::Result;
+use crate::step_attention::StepAttention;
 
 /// A batch of sequences of a [`SequenceDataset`], as a
 /// [`SequenceBatcher`](super::SequenceBatcher) makes it: the sequence indices, the split whose
@@ -27,6 +29,10 @@ pub struct SequenceBatch<B: Backend> {
     /// Structure dropout `(probability, seed)` (see
     /// [`SequenceDataset::batch_with_structure_dropout`]); `None` = none.
     pub structure_dropout: Option<(f64, u64)>,
+    /// The attention core the model runs on the batch: full attention (the default), or sparse
+    /// attention, for which no distance rows are built. [`MegaGraphTrainer`](super::MegaGraphTrainer)
+    /// sets it per step from its [`with_attention`](super::MegaGraphTrainer::with_attention).
+    pub attention: StepAttention,
 }
 
 impl<B: Backend> std::fmt::Debug for SequenceBatch<B> {
@@ -37,6 +43,7 @@ impl<B: Backend> std::fmt::Debug for SequenceBatch<B> {
             .field("role", &self.role)
             .field("device", &self.device)
             .field("structure_dropout", &self.structure_dropout)
+            .field("attention", &self.attention)
             .finish()
     }
 }
@@ -58,6 +65,9 @@ pub struct ScoredBatch<B: Backend> {
     pub scored: usize,
     /// Host copy of the node at each position (`None` = padding), row-major `[batch, seq]`.
     pub nodes: Vec<Option<u32>>,
+    /// The sparse attention core over the batch's edges when the batch runs sparse attention
+    /// ([`SequenceBatch::attention`]); `None`: full attention.
+    pub sparse: Option<SparseAttention<B>>,
 }
 
 impl<B: Backend> SequenceBatch<B> {
@@ -69,6 +79,7 @@ impl<B: Backend> SequenceBatch<B> {
             role,
             device,
             structure_dropout: None,
+            attention: StepAttention::Full,
         }
     }
 
@@ -81,16 +92,32 @@ impl<B: Backend> SequenceBatch<B> {
             .count()
     }
 
-    /// Builds the tensors on the batch's device.
+    /// Builds the tensors on the batch's device (with the sparse core's edges under sparse
+    /// attention).
     ///
     /// # Panics
     ///
     /// If a sequence index is out of range (indices from [`SplitSequences`](super::SplitSequences)
-    /// of the same dataset never are).
+    /// of the same dataset never are), or if the batch's sparse attention reforms edges but the
+    /// dataset's sequences were not reordered into clusters (see
+    /// [`try_tensors`](Self::try_tensors)).
     pub fn tensors(&self) -> ScoredBatch<B> {
-        let batch = self
-            .data
-            .batch_with_structure_dropout::<B>(&self.sequences, &self.device, self.structure_dropout);
+        self.try_tensors().unwrap_or_else(|error| panic!("cannot build the batch's sparse attention: {error}"))
+    }
+
+    /// [`tensors`](Self::tensors), with the sparse core's error returned.
+    ///
+    /// # Errors
+    ///
+    /// As [`SequenceDataset::batch_edges`]: a reformation without the sequences' clusters.
+    ///
+    /// # Panics
+    ///
+    /// If a sequence index is out of range.
+    pub fn try_tensors(&self) -> Result<ScoredBatch<B>> {
+        let (data, device) = (&*self.data, &self.device);
+        let sparse = self.attention.core::<B>(data, &self.sequences, device)?;
+        let batch: NodeBatch<B> = self.attention.batch(data, &self.sequences, device, self.structure_dropout);
         let seq = self.data.seq_len;
         let mut positions = Vec::new();
         let mut targets = Vec::new();
@@ -109,7 +136,7 @@ impl<B: Backend> SequenceBatch<B> {
             .collect();
         let scored = positions.len();
         let rows = self.sequences.len();
-        ScoredBatch {
+        Ok(ScoredBatch {
             graph: batch.graph,
             labels: batch.labels,
             weight: Tensor::from_data(TensorData::new(weight, [rows, seq]), &self.device),
@@ -117,6 +144,7 @@ impl<B: Backend> SequenceBatch<B> {
             targets: Tensor::from_data(TensorData::new(targets, [scored]), &self.device),
             scored,
             nodes: batch.nodes,
-        }
+            sparse,
+        })
     }
 }

@@ -5,30 +5,50 @@
 use burn::data::dataloader::Progress;
 use burn::module::AutodiffModule;
 use burn::optim::GradientsAccumulator;
+use burn::tensor::backend::AutodiffBackend;
 use burn_train::{
     EventProcessorTraining, InferenceStep, Interrupter, Learner, LearnerEvent, LearningComponentsTypes,
     SupervisedTrainingEventProcessor, TrainLoader, TrainingItem, ValidLoader,
 };
+use megagraph_models::GraphAttentionBackend;
 
-/// Runs one training epoch of `learner` over `loader` on one device.
-pub(super) fn train_epoch<LC: LearningComponentsTypes>(
+use super::NodeClassifier;
+use crate::attention_schedule::AttentionSchedule;
+
+/// Runs one training epoch of `learner` over `loader` on one device; each step runs the
+/// attention `attention` gives it (full attention when `None`).
+pub(super) fn train_epoch<B, LC>(
     learner: &mut Learner<LC>,
     loader: &TrainLoader<LC>,
     grad_accumulation: Option<usize>,
     epochs: &Progress,
     processor: &mut SupervisedTrainingEventProcessor<LC>,
     interrupter: &Interrupter,
-) {
+    attention: Option<&AttentionSchedule>,
+) where
+    B: AutodiffBackend + GraphAttentionBackend,
+    B::InnerBackend: GraphAttentionBackend,
+    LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
+{
     let epoch = epochs.items_processed;
     log::info!("training epoch {epoch}");
+    // the epoch's batches first (sequence indices: the tensors are built at each step), so
+    // that an interleaved schedule knows the epoch's step count
     let mut iterator = loader.iter();
+    let mut batches = Vec::new();
+    while let Some(batch) = iterator.next() {
+        batches.push((batch, iterator.progress()));
+    }
+    let full = attention.map(|schedule| schedule.epoch_full_steps(epoch, batches.len()));
     let mut iteration = 0;
     let mut accumulator = GradientsAccumulator::new();
     let mut accumulated = 0;
-    while let Some(batch) = iterator.next() {
+    for (step, (mut batch, progress)) in batches.into_iter().enumerate() {
+        if let (Some(schedule), Some(full)) = (attention, &full) {
+            batch.attention = schedule.step(full, step);
+        }
         iteration += 1;
         learner.lr_step();
-        let progress = iterator.progress();
         let output = learner.train_step(batch);
         match grad_accumulation {
             Some(every) => {
@@ -50,20 +70,29 @@ pub(super) fn train_epoch<LC: LearningComponentsTypes>(
     processor.process_train(LearnerEvent::EndEpoch(epoch));
 }
 
-/// Runs one validation epoch of `learner`'s current model over `loader`.
-pub(super) fn valid_epoch<LC: LearningComponentsTypes>(
+/// Runs one validation epoch of `learner`'s current model over `loader` with the evaluation
+/// attention of `attention` (full attention when `None`).
+pub(super) fn valid_epoch<B, LC>(
     learner: &Learner<LC>,
     loader: &ValidLoader<LC>,
     epochs: &Progress,
     processor: &mut SupervisedTrainingEventProcessor<LC>,
     interrupter: &Interrupter,
-) {
+    attention: Option<&AttentionSchedule>,
+) where
+    B: AutodiffBackend + GraphAttentionBackend,
+    B::InnerBackend: GraphAttentionBackend,
+    LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>, InferenceModel = NodeClassifier<B::InnerBackend>>,
+{
     let epoch = epochs.items_processed;
     log::info!("validation epoch {epoch}");
     let model = learner.model().valid();
     let mut iterator = loader.iter();
     let mut iteration = 0;
-    while let Some(batch) = iterator.next() {
+    while let Some(mut batch) = iterator.next() {
+        if let Some(schedule) = attention {
+            batch.attention = schedule.evaluation();
+        }
         iteration += 1;
         let progress = iterator.progress();
         let item = TrainingItem::new(model.step(batch), progress, epochs.clone(), Some(iteration), None);

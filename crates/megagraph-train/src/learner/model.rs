@@ -6,6 +6,7 @@ use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy, materialize};
 
 use super::{ScoredBatch, SequenceBatch};
+use crate::step_attention::step_logits;
 
 /// A [`GraphTransformer`] trained for node classification with burn-train: its
 /// [`TrainStep`] and [`InferenceStep`] take a [`SequenceBatch`] and return a
@@ -43,8 +44,16 @@ impl<B: GraphAttentionBackend> NodeClassifier<B> {
     /// The loss and the logits of the scored nodes of a batch.
     ///
     /// - `output`: `[scored, classes]`; `targets`: `[scored]`; `loss`: `[1]`
+    ///
+    /// The model runs the batch's attention: full, or sparse over `batch.sparse`.
+    ///
+    /// # Panics
+    ///
+    /// If `batch.sparse`'s edges do not fit the batch (a batch from
+    /// [`SequenceBatch::tensors`] always fits).
     pub fn forward_classification(&self, batch: ScoredBatch<B>) -> ClassificationOutput<B> {
-        let logits = self.model.forward(batch.graph);
+        let logits = step_logits(&self.model, batch.graph, batch.sparse.as_ref())
+            .unwrap_or_else(|error| panic!("sparse attention on a batch it does not fit: {error}"));
         let loss = masked_cross_entropy(logits.clone(), batch.labels, batch.weight, batch.scored);
         let [rows, seq, classes] = logits.dims();
         let output = logits.reshape([rows * seq, classes]).select(0, batch.positions);

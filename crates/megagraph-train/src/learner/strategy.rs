@@ -20,6 +20,9 @@ use megagraph_parallel::{ContextParallelBackend, ParallelConfig, ParallelConfigE
 use super::NodeClassifier;
 use super::epoch::{drain, train_epoch, valid_epoch};
 use super::mesh::MeshEpochs;
+use crate::attention::{AttentionConfig, AttentionMode};
+use crate::attention_schedule::AttentionSchedule;
+use crate::error::{Result, TrainError};
 
 /// Where a [`MegaGraphTrainer`] runs the training steps.
 #[derive(Clone, Debug)]
@@ -73,13 +76,16 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
 /// # Panics
 ///
 /// `fit` (called by `SupervisedTraining::launch`) panics when a parallel mesh cannot start, a
-/// rank fails, or the ranks' optimizer state cannot be saved or read back, with the cause in the
-/// message: burn-train strategies return no errors. Call
+/// rank fails, the ranks' optimizer state cannot be saved or read back, or a batch's sparse
+/// attention cannot be built (reformation on a dataset whose sequences were not reordered into
+/// clusters), with the cause in the message: burn-train strategies return no errors. Call
 /// [`check`](Self::check) first to catch a configuration that does not fit.
 #[derive(Clone, Debug)]
 pub struct MegaGraphTrainer<B: AutodiffBackend> {
     placement: Placement<B>,
     optimizer: AdamWConfig,
+    /// The attention of the steps ([`with_attention`](Self::with_attention)); `None`: full.
+    attention: Option<AttentionSchedule>,
 }
 
 /// The burn-train components of a learner built by [`MegaGraphTrainer::learner`]: a
@@ -93,6 +99,7 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
         Self {
             placement: Placement::SingleDevice(device),
             optimizer: AdamWConfig::new(),
+            attention: None,
         }
     }
 
@@ -109,6 +116,7 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
                 optimizer_checkpoints: None,
             }),
             optimizer: AdamWConfig::new(),
+            attention: None,
         }
     }
 
@@ -154,6 +162,42 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
         self
     }
 
+    /// Runs the steps with the attention of `attention` (the `[attention]` section), as the
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) does on one device:
+    /// sparse attention on every step, or full attention on `switch_freq` evenly spaced steps
+    /// of each epoch and sparse on the others, reformed into tiles placed by `seed` (the run's
+    /// `training.seed`) with `block_reform`; validation runs the sparse attention of a sparse or
+    /// interleaved run. Sparse steps build no distance rows. Reformation needs the dataset's
+    /// sequences reordered into clusters (`attention.reorder` in [`prepare`](crate::prepare)).
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::InvalidConfig`] naming the field: an invalid section
+    /// ([`AttentionConfig::validate`]); sparse or interleaved attention on a parallel
+    /// placement (`attention.mode`: a mesh runs full attention, as on the command line); or
+    /// `reform_threshold = "tuned"` (`attention.reform_threshold`: `β`'s tuner lives in the
+    /// command line's loop, whose checkpoints keep its state; use `"all"` or a fixed `β`).
+    pub fn with_attention(mut self, attention: AttentionConfig, seed: u64) -> Result<Self> {
+        attention.validate()?;
+        if attention.mode != AttentionMode::Full && matches!(self.placement, Placement::Parallel(_)) {
+            return Err(TrainError::InvalidConfig {
+                field: "attention.mode",
+                reason: format!(
+                    "{:?} attention runs on one device (MegaGraphTrainer::single_device): a parallel placement runs full attention",
+                    attention.mode
+                ),
+            });
+        }
+        if attention.tunes_beta() {
+            return Err(TrainError::InvalidConfig {
+                field: "attention.reform_threshold",
+                reason: "\"tuned\" β runs in NodeClassificationTrainer (its checkpoints keep the tuner's state); use \"all\" or a fixed β here".into(),
+            });
+        }
+        self.attention = Some(AttentionSchedule::new(attention, seed));
+        Ok(self)
+    }
+
     /// Sets how long a rank of a parallel placement waits for a peer.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         if let Placement::Parallel(parallel) = &mut self.placement {
@@ -197,7 +241,7 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
     /// `SupervisedTraining::with_training_strategy`.
     pub fn into_strategy<LC>(self) -> TrainingStrategy<LC>
     where
-        LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
+        LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>, InferenceModel = NodeClassifier<B::InnerBackend>>,
         B: ContextParallelBackend,
         B::InnerBackend: GraphAttentionBackend,
     {
@@ -209,7 +253,7 @@ impl<B, LC> SupervisedLearningStrategy<LC> for MegaGraphTrainer<B>
 where
     B: ContextParallelBackend,
     B::InnerBackend: GraphAttentionBackend,
-    LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>>,
+    LC: LearningComponentsTypes<Backend = B, TrainingModel = NodeClassifier<B>, InferenceModel = NodeClassifier<B::InnerBackend>>,
 {
     fn fit(
         &self,
@@ -245,6 +289,7 @@ where
                     &epochs,
                     &mut processor,
                     &interrupter,
+                    self.attention.as_ref(),
                 ),
                 Some(mesh) => mesh.train_epoch(&mut learner, &train, &epochs, &mut processor, &interrupter),
             }
@@ -253,7 +298,7 @@ where
                 log::info!("training interrupted: {reason}");
                 break;
             }
-            valid_epoch(&learner, &valid, &epochs, &mut processor, &interrupter);
+            valid_epoch(&learner, &valid, &epochs, &mut processor, &interrupter, self.attention.as_ref());
             drain::<LC>(&mut processor);
             if let Some(checkpointer) = &mut checkpointer {
                 checkpointer.checkpoint(&learner, epoch, &components.event_store);

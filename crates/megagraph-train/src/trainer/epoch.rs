@@ -8,7 +8,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::NodeClassificationTrainer;
 use crate::observer::TrainObserver;
-use crate::attention::{AttentionMode, full_attention_steps};
+use crate::attention::AttentionMode;
+use crate::attention_schedule::AttentionSchedule;
 use crate::checkpoint::TrainState;
 use crate::engine::{StepAttention, StepEngine};
 use crate::error::Result;
@@ -72,21 +73,9 @@ impl NodeClassificationTrainer<'_> {
         self.config.training.max_steps.is_some_and(|max| step >= max)
     }
 
-    /// The steps of an epoch of `steps` steps that run full attention: all of them in `full`
-    /// mode, none in `sparse` mode, and `switch_freq` evenly spaced ones in `interleaved` mode
-    /// ([`full_attention_steps`]).
-    pub(super) fn full_steps(&self, steps: usize) -> Vec<usize> {
-        let attention = &self.config.attention;
-        match attention.mode {
-            AttentionMode::Full => (0..steps).collect(),
-            AttentionMode::Sparse => Vec::new(),
-            AttentionMode::Interleaved => full_attention_steps(steps, attention.switch_freq),
-        }
-    }
-
     /// The optimizer steps of epoch `state.epoch + 1`: dropout and order depend only on
     /// (seed, epoch), so a resumed run repeats exactly. Counts the steps in `state.step`.
-    /// Steps run full attention or `sparse` as [`full_steps`](Self::full_steps) says.
+    /// Steps run full or sparse attention as `attention` says.
     ///
     /// # Errors
     ///
@@ -97,7 +86,7 @@ impl NodeClassificationTrainer<'_> {
         plan: &EpochPlan,
         state: &mut TrainState,
         device: &B::Device,
-        sparse: &StepAttention,
+        attention: &AttentionSchedule,
         observer: &mut dyn TrainObserver,
     ) -> Result<EpochLoss> {
         let training = &self.config.training;
@@ -114,22 +103,19 @@ impl NodeClassificationTrainer<'_> {
         let (mut loss_sum, mut loss_steps) = (0.0, 0);
         let mut learning_rate = plan.schedule.at(state.step);
         let batches: Vec<&[usize]> = order.chunks(plan.batch_size).collect();
-        let full = self.full_steps(batches.len());
-        if self.config.attention.mode == AttentionMode::Interleaved {
-            log::info!("epoch {epoch}: full attention on steps {full:?} of 0..{}, sparse on the others", batches.len());
-        }
+        let full = attention.epoch_full_steps(epoch, batches.len());
         let mut ran_full = Vec::new();
         for (i, indices) in batches.iter().copied().enumerate() {
             if self.step_limit_reached(state.step) {
                 break;
             }
-            let full_step = full.binary_search(&i).is_ok();
-            engine.set_attention(if full_step { StepAttention::Full } else { sparse.clone() })?;
-            if full_step {
+            let step = attention.step(&full, i);
+            if step == StepAttention::Full {
                 ran_full.push(i);
             }
+            engine.set_attention(step)?;
             let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
-            self.prefetch(&batches, i, plan.rows);
+            self.prefetch(&batches, i, plan.rows, |step| attention.step(&full, step).reads_distances());
             let lr = plan.schedule.at(state.step);
             let Some(loss) = engine.step(indices, lr, dropout_seed)? else {
                 continue;
@@ -140,7 +126,7 @@ impl NodeClassificationTrainer<'_> {
             loss_steps += 1;
             observer.step_finished(loss);
         }
-        if self.config.attention.mode != AttentionMode::Full {
+        if attention.mode() != AttentionMode::Full {
             log::debug!("epoch {epoch}: steps that ran full attention: {ran_full:?}");
         }
         Ok(EpochLoss {
@@ -150,15 +136,19 @@ impl NodeClassificationTrainer<'_> {
         })
     }
 
-    /// Asks the dataset to build the distance rows of the `data.prefetch_batches` batches after
-    /// `batches[current]` (none on a multi-node run, whose other nodes read most of them).
-    pub(super) fn prefetch(&self, batches: &[&[usize]], current: usize, rows: RowLayout) {
+    /// Asks the dataset to build the distance rows of the batches among the
+    /// `data.prefetch_batches` after `batches[current]` that read them (`reads_rows(i)` for
+    /// `batches[i]`: sparse steps read none). None on a multi-node run, whose other nodes read
+    /// most of them.
+    pub(super) fn prefetch(&self, batches: &[&[usize]], current: usize, rows: RowLayout, reads_rows: impl Fn(usize) -> bool) {
         let ahead = self.config.data.prefetch_batches.unwrap_or(0);
         if ahead == 0 || self.nodes.is_some() {
             return;
         }
-        let upcoming =
-            &batches[(current + 1).min(batches.len())..(current + 1 + ahead).min(batches.len())];
-        self.data.prefetch(upcoming, rows);
+        let upcoming: Vec<&[usize]> = (current + 1..(current + 1 + ahead).min(batches.len()))
+            .filter(|&i| reads_rows(i))
+            .map(|i| batches[i])
+            .collect();
+        self.data.prefetch(&upcoming, rows);
     }
 }

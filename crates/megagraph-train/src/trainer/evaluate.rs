@@ -1,12 +1,13 @@
 //! The evaluation step of the training loop: accuracy on the train, valid and test nodes.
 
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, SparseAttention};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer};
 
 use super::NodeClassificationTrainer;
 use crate::data::{NodeBatch, SplitRole};
 use crate::engine::StepAttention;
 use crate::error::Result;
 use crate::prefetch::RowLayout;
+use crate::step_attention::step_logits;
 
 /// Accuracy on each split.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -53,15 +54,10 @@ impl NodeClassificationTrainer<'_> {
         let mut total = [0usize; 3];
         let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
         for (i, indices) in slices.iter().enumerate() {
-            self.prefetch(&slices, i, RowLayout::SINGLE);
-            let batch: NodeBatch<B> = self.data.batch(indices, device);
-            let logits = match attention {
-                StepAttention::Full => model.forward(batch.graph),
-                StepAttention::Sparse { reform } => {
-                    let sparse = SparseAttention::new(self.data.batch_edges::<B>(indices, reform.as_ref(), device)?);
-                    model.forward_with(batch.graph, &sparse)?
-                }
-            };
+            self.prefetch(&slices, i, RowLayout::SINGLE, |_| attention.reads_distances());
+            let batch: NodeBatch<B> = attention.batch(&self.data, indices, device, None);
+            let core = attention.core::<B>(&self.data, indices, device)?;
+            let logits = step_logits(model, batch.graph, core.as_ref())?;
             let predictions = logits.argmax(2).into_data();
             let predictions = predictions.iter::<i64>();
             for (node, predicted) in batch.nodes.iter().zip(predictions) {

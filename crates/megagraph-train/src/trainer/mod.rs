@@ -19,11 +19,11 @@ use megagraph_models::{GraphTransformer, GraphTransformerConfig};
 use megagraph_parallel::{ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig};
 
 use crate::attention::AttentionMode;
-use crate::beta::BetaTuner;
+use crate::attention_schedule::AttentionSchedule;
 use crate::checkpoint::Checkpointer;
 use crate::config::{MeshConfig, TrainConfig};
 use crate::data::SequenceDataset;
-use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepAttention, StepEngine};
+use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
@@ -45,6 +45,9 @@ pub struct NodeClassificationTrainer<'a> {
     config: &'a TrainConfig,
     data: Arc<SequenceDataset>,
     nodes: Option<NodeConfig>,
+    /// The seconds epoch `epoch` (1-based), started at the given instant, took as `β`'s tuner
+    /// reads them ([`with_beta_clock`](Self::with_beta_clock)).
+    epoch_seconds: fn(usize, Instant) -> f64,
 }
 
 impl<'a> NodeClassificationTrainer<'a> {
@@ -54,6 +57,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             config,
             data: data.into(),
             nodes: None,
+            epoch_seconds: |_, started| started.elapsed().as_secs_f64(),
         }
     }
 
@@ -62,6 +66,16 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// node must train with the same configuration and data; only node 0 writes checkpoints.
     pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
         self.nodes = Some(nodes).filter(NodeConfig::is_multi_node);
+        self
+    }
+
+    /// Sets the clock `β`'s tuner (`reform_threshold = "tuned"`) reads each epoch's seconds
+    /// from: `clock(epoch, started)` for epoch `epoch` (1-based) started at `started`. Default:
+    /// the wall clock, `started.elapsed()`. The tuned `β` follows the loss decrease per second,
+    /// so a fixed clock makes a tuned run reproducible (to compare a resumed run with an
+    /// uninterrupted one, say); the reported seconds stay the wall clock's.
+    pub fn with_beta_clock(mut self, clock: fn(usize, Instant) -> f64) -> Self {
+        self.epoch_seconds = clock;
         self
     }
 
@@ -209,27 +223,25 @@ impl<'a> NodeClassificationTrainer<'a> {
         let mut engine = self.start_engine(layout, start.model, start.record, devices)?;
         let plan = self.epoch_plan(rows);
         let evaluation = self.evaluation_batches();
-        let mut tuner = BetaTuner::default();
+        // on resume, reformation's β continues from the checkpoint's tuner
+        let mut schedule = AttentionSchedule::new(attention.clone(), self.config.training.seed)
+            .with_tuner(state.beta_tuner.clone());
 
         let stopped = loop {
             if let Some(reason) = self.stop_reason(&state) {
                 break reason;
             }
             let started = Instant::now();
-            let sparse = StepAttention::Sparse {
-                reform: attention.reform(tuner.beta(), self.config.training.seed),
-            };
-            let trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, &sparse, observer)?;
+            let trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, &schedule, observer)?;
             let current = engine.model()?;
-            // sparse and interleaved runs are evaluated with the sparse attention they train
-            let evaluated = if attention.mode == AttentionMode::Full { StepAttention::Full } else { sparse };
-            let accuracy = self.evaluate_with(&current, &evaluation, device, &evaluated)?;
+            let accuracy = self.evaluate_with(&current, &evaluation, device, &schedule.evaluation())?;
             let epoch = state.epoch + 1;
             observer.attention_steps(epoch, &trained.full_steps);
-            if attention.tunes_beta() {
-                let beta = tuner.observe(epoch, trained.loss, started.elapsed().as_secs_f64());
+            if let Some(beta) = schedule.epoch_finished(epoch, trained.loss, (self.epoch_seconds)(epoch, started)) {
                 log::info!("epoch {epoch}: reformation's β is {beta} for the next epoch");
+                observer.reform_beta(epoch, beta);
             }
+            state.beta_tuner = schedule.tuner().clone();
             let metrics = EpochMetrics {
                 epoch,
                 loss: trained.loss,
