@@ -9,7 +9,7 @@ use super::error::TemporalPlanError;
 use crate::profile::{read_json, write_json};
 
 /// One intra-batch memory refinement count, measured on a training batch of
-/// [`TemporalProfile::batch_size`] events.
+/// [`TemporalSetting::batch_size`] events.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RefineSample {
     /// Chunks per batch (IMR(c)); 1 is the plain batch.
