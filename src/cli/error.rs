@@ -27,6 +27,9 @@ pub enum CliError {
     /// Loading, training or testing a temporal model failed.
     #[error(transparent)]
     Temporal(#[from] megagraph_temporal::TemporalTrainError),
+    /// A temporal profile could not be read, written or planned from.
+    #[error(transparent)]
+    TemporalPlan(#[from] megagraph_planner::temporal::TemporalPlanError),
     /// Planning failed (bad cluster file, nothing fits, ...).
     #[error(transparent)]
     Plan(#[from] PlanError),

@@ -10,6 +10,7 @@ mod plan;
 mod profile;
 mod temporal;
 mod temporal_compare;
+mod temporal_plan;
 mod train;
 mod train_progress;
 mod tune;

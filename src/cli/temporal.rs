@@ -9,14 +9,16 @@ use indicatif::ProgressBar;
 use megagraph_graph::temporal::{SplitFractions, WindowShards};
 use megagraph_temporal::{
     TemporalDataset, TemporalEpoch, TemporalObserver, TemporalReport, TemporalScheme, TemporalSource,
-    TemporalTrainConfig, TemporalTrainError, TemporalTrainer, write_temporal_curves,
+    TemporalProfileOptions, TemporalTrainConfig, TemporalTrainError, TemporalTrainer, write_temporal_curves,
 };
+use megagraph_planner::temporal::plan_temporal;
 
 pub(super) mod options;
 
 pub use super::temporal_compare::TemporalCompareArgs;
-use options::{TemporalDataArgs, TemporalOptions, load_announced, temporal_scheme_parser};
-use super::error::Result;
+pub use super::temporal_plan::TemporalPlanArgs;
+use options::{CountOrAuto, TemporalDataArgs, TemporalOptions, load_announced, temporal_scheme_parser};
+use super::error::{CliError, Result};
 use super::progress_bar;
 
 /// `megagraph temporal <COMMAND>`.
@@ -42,6 +44,9 @@ pub enum TemporalCommand {
     /// events/s, test AP, memory synchronized per epoch and time on the critical path per
     /// batch, as a Markdown table and JSON rows.
     Compare(Box<TemporalCompareArgs>),
+    /// Suggest DepBloom's window and intra-batch refinement count for a worker count and batch
+    /// size from a profile measured on the dataset, and explain why.
+    Plan(Box<TemporalPlanArgs>),
 }
 
 /// `megagraph temporal shards`.
@@ -109,12 +114,27 @@ pub fn temporal(args: &TemporalArgs) -> Result<()> {
         TemporalCommand::Train(args) => train(args),
         TemporalCommand::Shards(args) => shards(args),
         TemporalCommand::Compare(args) => super::temporal_compare::compare(args),
+        TemporalCommand::Plan(args) => super::temporal_plan::plan(args),
     }
 }
 
 fn train(args: &TemporalTrainArgs) -> Result<()> {
-    let config = args.config();
+    let mut config = args.config();
     let data = load_announced(&args.options.data, &config)?;
+    if let Some(flag) = args.options.planned_flag() {
+        if config.scheme != Some(TemporalScheme::Depbloom) {
+            return Err(CliError::flag(flag, "`auto` is planned for --scheme depbloom only"));
+        }
+        let options = TemporalProfileOptions { workers: config.workers, ..TemporalProfileOptions::default() };
+        let plan = plan_temporal(&super::temporal_plan::measure(&config, &data, &options)?)?;
+        eprint!("{}", plan.explain());
+        if args.options.window == Some(CountOrAuto::Auto) {
+            config.window = Some(plan.window);
+        }
+        if args.options.refine == Some(CountOrAuto::Auto) {
+            config.refine = plan.refine;
+        }
+    }
     let report = TemporalTrainer::new(&config, &data)
         .with_resume(args.resume)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Bars::new())?;

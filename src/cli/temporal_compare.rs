@@ -7,7 +7,7 @@ use burn::backend::{Autodiff, Flex};
 use clap::Args;
 use megagraph_temporal::{Quiet, TemporalReport, TemporalScheme, TemporalTrainConfig, TemporalTrainer};
 
-use super::error::Result;
+use super::error::{CliError, Result};
 use super::temporal::options::{TemporalOptions, load_announced, temporal_scheme_parser};
 
 /// `megagraph temporal compare`.
@@ -85,6 +85,9 @@ impl CompareRow {
 
 /// Runs `megagraph temporal compare`.
 pub fn compare(args: &TemporalCompareArgs) -> Result<()> {
+    if let Some(flag) = args.options.planned_flag() {
+        return Err(CliError::flag(flag, "`auto` applies to `temporal train --scheme depbloom`; give a count here"));
+    }
     let base = args.options.config();
     let data = load_announced(&args.options.data, &base)?;
     let mut rows = Vec::new();

@@ -20,6 +20,9 @@
 //! [`PlanReport`] whose [`explain`](PlanReport::explain) prints the reasoning. [`evaluate`]
 //! predicts one given [`ParallelConfig`], [`predict_memory`] only its memory.
 //!
+//! **Temporal training** ([`temporal`]): the same Profile → Model → Search shape suggests
+//! DepBloom's window and intra-batch refinement count ([`temporal::plan_temporal`]).
+//!
 //! ```no_run
 //! use megagraph_planner::{ClusterSpec, ModelShape, SearchOptions, Workload, plan_analytic};
 //!
@@ -52,6 +55,7 @@ mod search_options;
 mod sharing;
 mod stage_pass;
 mod simulated;
+pub mod temporal;
 mod workload;
 
 pub use api::{

@@ -8,6 +8,8 @@
 //!   stopping on validation AP, atomic checkpoints with the node memory, exact resume.
 //! - [`TemporalScheme`]: several workers train one run (DistTGL's mini-batch, epoch and memory
 //!   parallelism, DepBloom), with `workers` and `scheme` in [`TemporalTrainConfig`].
+//! - [`measure_temporal_profile`]: the measured profile from which `megagraph_planner::temporal`
+//!   suggests DepBloom's window and refinement count.
 //! - [`metrics`]: AP (over a split and per batch), ROC AUC and MRR.
 
 mod batches;
@@ -19,11 +21,13 @@ mod evaluate;
 mod forward;
 pub mod metrics;
 mod observer;
+mod plan_profile;
 mod prepare;
 mod report;
 mod scheme;
 mod setup;
 mod state;
+mod step;
 mod tensors;
 mod trainer;
 mod workers;
@@ -33,6 +37,7 @@ pub use curves::write_temporal_curves;
 pub use dataset::{TemporalDataset, TemporalSource};
 pub use error::{Result, TemporalTrainError};
 pub use observer::{Quiet, TemporalObserver};
+pub use plan_profile::{TemporalProfileOptions, measure_temporal_profile};
 pub use prepare::{Neighbourhood, PreparedBatch, SampledSnapshots};
 pub use report::{TemporalEpoch, TemporalReport};
 pub use state::{NodeState, NodeStateData};

@@ -5,12 +5,11 @@
 //! optimizer step, the batch writes the memory and mail of each node's last event in it. The
 //! memory is reset at every epoch's start and carries from training into validation and test.
 //! The parameters and memory of the epoch with the best validation AP are tested. A batch's
-//! forward pass (with intra-batch memory refinement) is in `forward.rs`, the multi-worker epoch
-//! in `workers/`.
+//! forward pass (with intra-batch memory refinement) is in `forward.rs`, its training step in
+//! `step.rs`, the multi-worker epoch in `workers/`.
 
 use burn::module::AutodiffModule;
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
-use burn::tensor::ElementConversion;
+use burn::optim::{AdamConfig, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::temporal::TemporalModel;
 use megagraph_train::Checkpointer;
@@ -22,11 +21,11 @@ use crate::config::TemporalTrainConfig;
 use crate::dataset::TemporalDataset;
 use crate::error::{Result, TemporalTrainError};
 use crate::evaluate::evaluate;
-use crate::forward::{forward_chunks, prepare_chunks};
 use crate::observer::TemporalObserver;
 use crate::report::{TemporalEpoch, TemporalReport};
 use crate::setup::Setup;
 use crate::state::{NodeState, NodeStateData};
+use crate::step::train_batch;
 
 /// Trains one temporal model on one dataset on one device.
 #[derive(Debug)]
@@ -261,17 +260,10 @@ impl<'a> TemporalTrainer<'a> {
         let phase = Phase::Train(epoch);
         let mut loss_sum = 0.0;
         for (index, events) in batches.iter().enumerate() {
-            let negatives = setup.negatives.sample(phase.negative_key(), index as u64, events.len(), 1);
-            let events: Vec<usize> = events.clone().collect();
-            let chunks = prepare_chunks(setup, &events, &negatives, phase, index)?;
-            let forward = forward_chunks(setup, &model, state.as_deref_mut(), &chunks, &tensors)?;
-            let Some(loss) = forward.loss else { continue };
-            let value: f64 = loss.clone().into_scalar().elem();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(self.config.learning_rate, model, grads);
-            if let (Some((write, (src, dst))), Some(state)) = (forward.write, state.as_deref_mut()) {
-                write.apply(&src, &dst, &mut state.memory, &mut state.mailbox)?;
-            }
+            let (trained, loss) =
+                train_batch(setup, model, optimizer, state.as_deref_mut(), phase, index, events.clone(), &tensors)?;
+            model = trained;
+            let Some(value) = loss else { continue };
             loss_sum += value;
             observer.batch_finished(value);
             if observer.should_stop() {

@@ -24,9 +24,10 @@ pub struct TemporalOptions {
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
     /// Intra-batch memory refinement IMR(C): each training batch runs as C chronological
-    /// chunks, later chunks reading the memory earlier ones wrote (1 = off).
+    /// chunks, later chunks reading the memory earlier ones wrote (1 = off). `auto` (train with
+    /// --scheme depbloom): the planner's count, from a profile measured first.
     #[arg(long, value_name = "C")]
-    pub refine: Option<usize>,
+    pub refine: Option<CountOrAuto>,
     /// Events per validation and test batch (the training batch size).
     #[arg(long, value_name = "N")]
     pub eval_batch_size: Option<usize>,
@@ -54,14 +55,45 @@ pub struct TemporalOptions {
     /// Seed of parameters, dropout, negatives and sampling (0).
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
-    /// DepBloom's window in events (4 × batch size × workers).
+    /// DepBloom's window in events (4 × batch size × workers). `auto` (train with --scheme
+    /// depbloom): the planner's window, from a profile measured first.
     #[arg(long, value_name = "W")]
-    pub window: Option<usize>,
+    pub window: Option<CountOrAuto>,
     /// Write every memory write-back on the critical path. By default DepBloom's workers write
     /// only the memory of the nodes their next batch reads at once and defer the rest to a
     /// background thread (exact: the numbers do not change); the other schemes never defer.
     #[arg(long)]
     pub no_critical_path: bool,
+}
+
+/// A count on the command line, or `auto`: the DepBloom planner's suggestion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountOrAuto {
+    /// Planned from a profile measured before training (`megagraph temporal plan`).
+    Auto,
+    /// This count.
+    Count(usize),
+}
+
+impl std::str::FromStr for CountOrAuto {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        if text == "auto" {
+            return Ok(Self::Auto);
+        }
+        text.parse().map(Self::Count).map_err(|err| format!("{err}: expected a count or `auto`"))
+    }
+}
+
+impl CountOrAuto {
+    /// The count, unless planned.
+    pub fn count(self) -> Option<usize> {
+        match self {
+            Self::Auto => None,
+            Self::Count(count) => Some(count),
+        }
+    }
 }
 
 /// Where the event stream comes from: one data flag, or the synthetic stream.
@@ -123,13 +155,20 @@ impl TemporalDataArgs {
 }
 
 impl TemporalOptions {
+    /// The first of `--window` and `--refine` given as `auto`, by flag name.
+    pub(in crate::cli) fn planned_flag(&self) -> Option<&'static str> {
+        [("window", self.window), ("refine", self.refine)]
+            .into_iter()
+            .find_map(|(flag, value)| (value == Some(CountOrAuto::Auto)).then_some(flag))
+    }
+
     /// The flags given, over [`TemporalTrainConfig::default`] (the one place of the defaults).
     pub(in crate::cli) fn config(&self) -> TemporalTrainConfig {
         let defaults = TemporalTrainConfig::default();
         TemporalTrainConfig {
             model: self.model,
             batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            refine: self.refine.unwrap_or(defaults.refine),
+            refine: self.refine.and_then(CountOrAuto::count).unwrap_or(defaults.refine),
             eval_batch_size: self.eval_batch_size.or(defaults.eval_batch_size),
             epochs: self.epochs.unwrap_or(defaults.epochs),
             patience: self.patience.unwrap_or(defaults.patience),
@@ -139,7 +178,7 @@ impl TemporalOptions {
             dropout: self.dropout.unwrap_or(defaults.dropout),
             mrr_negatives: self.mrr_negatives.unwrap_or(defaults.mrr_negatives),
             node_embedding: self.node_embedding.or(defaults.node_embedding),
-            window: self.window.or(defaults.window),
+            window: self.window.and_then(CountOrAuto::count).or(defaults.window),
             critical_path: if self.no_critical_path { Some(false) } else { defaults.critical_path },
             ..defaults
         }

@@ -2,22 +2,14 @@
 
 use super::error::ProfileError;
 use super::table::ProfileTable;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
 impl ProfileTable {
     /// Reads and validates a profile from a JSON file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ProfileError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let table: Self = serde_json::from_str(&text).map_err(|error| ProfileError::Json {
-            path: path.to_path_buf(),
-            line: error.line(),
-            column: error.column(),
-            message: error.to_string(),
-        })?;
+        let table: Self = read_json(path.as_ref())?;
         table.validate()?;
         Ok(table)
     }
@@ -26,31 +18,50 @@ impl ProfileTable {
     /// atomically (a temporary file in the same folder, then a rename), so readers never see a
     /// half-written profile.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), ProfileError> {
-        let path = path.as_ref();
-        let io = |source| ProfileError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        let text =
-            serde_json::to_string_pretty(self).map_err(|error| io(std::io::Error::other(error)))?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".tmp-{}", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(|error| {
-            let _ = std::fs::remove_file(&tmp);
-            io(error)
-        })
+        write_json(path.as_ref(), self)
     }
+}
+
+/// Reads a JSON file as a `T`; a parse error names the file, line and column.
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, ProfileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|error| ProfileError::Json {
+        path: path.to_path_buf(),
+        line: error.line(),
+        column: error.column(),
+        message: error.to_string(),
+    })
+}
+
+/// Writes `value` as pretty JSON at `path`, creating parent directories, atomically (a
+/// temporary file in the same folder, then a rename).
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), ProfileError> {
+    let io = |source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let text =
+        serde_json::to_string_pretty(value).map_err(|error| io(std::io::Error::other(error)))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|error| {
+        let _ = std::fs::remove_file(&tmp);
+        io(error)
+    })
 }
 
 #[cfg(test)]

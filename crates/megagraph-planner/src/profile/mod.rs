@@ -21,6 +21,7 @@ pub use ladder::ProfileLadder;
 pub use part::ProfiledPart;
 pub use solo::{PassRatios, SoloRatios};
 pub use table::{ProfileKey, ProfileSample, ProfileTable};
+pub(crate) use io::{read_json, write_json};
 
 /// The compute hints of an H200, for the tests of the analytic profile and its files.
 #[cfg(test)]

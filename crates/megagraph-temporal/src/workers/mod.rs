@@ -39,7 +39,7 @@
 mod barrier;
 mod plan;
 mod replicas;
-mod store;
+pub(crate) mod store;
 mod worker;
 mod write_back;
 #[cfg(test)]
