@@ -18,7 +18,7 @@ use megagraph_models::{GraphAttentionBackend, GraphTransformerConfig};
 use megagraph_parallel::{ContextParallelBackend, ParallelConfig, ParallelConfigError, padded_len};
 
 use super::NodeClassifier;
-use super::epoch::{drain, train_epoch, valid_epoch};
+use super::epoch::{EpochScope, drain, train_epoch, valid_epoch};
 use super::mesh::MeshEpochs;
 use crate::attention::{AttentionConfig, AttentionMode};
 use crate::attention_schedule::AttentionSchedule;
@@ -282,15 +282,15 @@ where
                 items_total: components.num_epochs,
             };
             match &mut mesh {
-                None => train_epoch(
-                    &mut learner,
-                    &train,
-                    components.grad_accumulation,
-                    &epochs,
-                    &mut processor,
-                    &interrupter,
-                    self.attention.as_ref(),
-                ),
+                None => {
+                    let scope = EpochScope {
+                        epochs: &epochs,
+                        processor: &mut processor,
+                        interrupter: &interrupter,
+                        attention: self.attention.as_ref(),
+                    };
+                    train_epoch(&mut learner, &train, components.grad_accumulation, scope)
+                }
                 Some(mesh) => mesh.train_epoch(&mut learner, &train, &epochs, &mut processor, &interrupter),
             }
             if interrupter.should_stop() {
@@ -298,7 +298,13 @@ where
                 log::info!("training interrupted: {reason}");
                 break;
             }
-            valid_epoch(&learner, &valid, &epochs, &mut processor, &interrupter, self.attention.as_ref());
+            let scope = EpochScope {
+                epochs: &epochs,
+                processor: &mut processor,
+                interrupter: &interrupter,
+                attention: self.attention.as_ref(),
+            };
+            valid_epoch(&learner, &valid, scope);
             drain::<LC>(&mut processor);
             if let Some(checkpointer) = &mut checkpointer {
                 checkpointer.checkpoint(&learner, epoch, &components.event_store);
