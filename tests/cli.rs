@@ -438,10 +438,20 @@ fn the_graph_token_trains_checkpoints_resumes_and_is_refused_on_a_mesh() {
     }
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&metrics).unwrap()).unwrap();
     assert_eq!(json["epochs_run"], 2, "{json}");
-    let mut args = vec!["train", "--synthetic", "--epochs", "1", "--graph-token", "--cp", "2"];
-    args.extend_from_slice(TINY);
-    let output = megagraph(&args);
-    assert!(!output.status.success() && stderr(&output).contains("model.graph_token"), "{}", stderr(&output));
+    // sparse and interleaved attention carry the token on one device; a mesh still refuses it
+    for attention in ["sparse", "interleaved"] {
+        let mut args = vec!["train", "--synthetic", "--epochs", "1", "--graph-token", "--attention", attention];
+        args.extend_from_slice(TINY);
+        let output = megagraph(&args);
+        assert!(output.status.success(), "{attention}: {}", stderr(&output));
+    }
+    for extra in [&[][..], &["--attention", "sparse"][..]] {
+        let mut args = vec!["train", "--synthetic", "--epochs", "1", "--graph-token", "--cp", "2"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(TINY);
+        let output = megagraph(&args);
+        assert!(!output.status.success() && stderr(&output).contains("model.graph_token"), "{}", stderr(&output));
+    }
 }
 
 #[test]

@@ -6,7 +6,6 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::Param;
-use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use megagraph_kernels::{BucketIndex, DistanceBias, SparseBucketIndex};
@@ -16,7 +15,7 @@ use megagraph_models::{
 };
 
 mod common;
-use common::{assert_close, small_model, values};
+use common::{assert_close, linear_f64, small_model, token_qkv_f64, values};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -90,33 +89,14 @@ impl Problem {
     }
 }
 
-/// `x · weight + bias` of a linear layer, on `[rows, d_in]` row-major.
-fn linear_f64<BK: Backend>(x: &[f64], layer: &Linear<BK>) -> Vec<f64> {
-    let [d_in, d_out] = layer.weight.dims();
-    let weight = values(layer.weight.val());
-    let bias = layer.bias.as_ref().map_or(vec![0.0; d_out], |b| values(b.val()));
-    x.chunks(d_in)
-        .flat_map(|row| (0..d_out).map(|o| bias[o] + (0..d_in).map(|i| row[i] * weight[i * d_out + o]).sum::<f64>()))
-        .collect()
-}
-
 /// The float64 reference: the token prepended to the nodes, dense attention over `SEQ + 1`
 /// positions with the bias read by hand (`table[distance]` between nodes, `table[VIRTUAL]`
 /// for every pair with the token), padded keys masked; `[BATCH, SEQ + 1, D_MODEL]`.
 fn reference<BK: Backend>(attention: &GraphAttention<BK>, problem: &Problem, token: &[f64], table: &[f64]) -> Vec<f64> {
     let len = SEQ + 1;
     let head_dim = D_MODEL / HEADS;
-    let mut x = Vec::with_capacity(BATCH * len * D_MODEL);
-    for sequence in problem.nodes.chunks(SEQ * D_MODEL) {
-        x.extend_from_slice(token);
-        x.extend(sequence.iter().map(|&v| f64::from(v)));
-    }
-    let (q, k, v) = (
-        linear_f64(&x, &attention.query),
-        linear_f64(&x, &attention.key),
-        linear_f64(&x, &attention.value),
-    );
-    let mut attended = vec![0.0; x.len()];
+    let [q, k, v] = token_qkv_f64(attention, &problem.nodes, SEQ, token);
+    let mut attended = vec![0.0; q.len()];
     for b in 0..BATCH {
         let row = |t: &[f64], i: usize, h: usize| t[(b * len + i) * D_MODEL + h * head_dim..][..head_dim].to_vec();
         for h in 0..HEADS {

@@ -82,7 +82,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "P")]
     pub key_dropout: Option<f64>,
     /// Graphormer's graph token: one learned position per sequence joined to every node, with
-    /// its own learned spatial bias (one device, full attention).
+    /// its own learned spatial bias (one device; sparse and interleaved attention join it to
+    /// every node through sparse attention's global token).
     #[arg(long)]
     pub graph_token: bool,
     /// Graphormer's edge encoding: the mean over one shortest path of the edge features,

@@ -15,6 +15,9 @@ pub(crate) struct AttentionSchedule {
     seed: u64,
     /// Chooses `β` per epoch under `reform_threshold = "tuned"`.
     tuner: BetaTuner,
+    /// Whether the model has Graphormer's graph token, which sparse steps then join to every
+    /// node.
+    graph_token: bool,
 }
 
 impl AttentionSchedule {
@@ -25,7 +28,15 @@ impl AttentionSchedule {
             config,
             seed,
             tuner: BetaTuner::default(),
+            graph_token: false,
         }
+    }
+
+    /// The schedule for a model with (`true`) or without Graphormer's graph token: its sparse
+    /// steps join the token to every node through sparse attention's global token (full steps
+    /// carry it as the model always does).
+    pub fn with_graph_token(self, graph_token: bool) -> Self {
+        Self { graph_token, ..self }
     }
 
     /// The schedule continuing from `tuner` (the state a checkpoint saved).
@@ -86,6 +97,7 @@ impl AttentionSchedule {
     fn sparse(&self) -> StepAttention {
         StepAttention::Sparse {
             reform: self.config.reform(self.tuner.beta(), self.seed),
+            graph_token: self.graph_token,
         }
     }
 
@@ -119,6 +131,7 @@ mod tests {
         assert_eq!(schedule.step(&full, 2), StepAttention::Full);
         let reform = |beta| StepAttention::Sparse {
             reform: config.reform(beta, 3),
+            graph_token: false,
         };
         assert_eq!(schedule.step(&full, 1), reform(1.0));
         assert_eq!(schedule.evaluation(), reform(1.0));
@@ -128,7 +141,7 @@ mod tests {
             .collect();
         assert_eq!(moved[8], Some(1.5));
         assert_eq!(schedule.step(&full, 1), reform(1.5));
-        let restored = AttentionSchedule::new(config, 3).with_tuner(schedule.tuner().clone());
+        let restored = AttentionSchedule::new(config.clone(), 3).with_tuner(schedule.tuner().clone());
         assert_eq!(restored, schedule);
         let sparse = AttentionSchedule::new(
             AttentionConfig {
@@ -146,6 +159,16 @@ mod tests {
         assert_eq!(
             AttentionSchedule::new(AttentionConfig::default(), 0).evaluation(),
             StepAttention::Full
+        );
+        // a model with the graph token: its sparse steps join it, its full steps stay full
+        let token = AttentionSchedule::new(config.clone(), 3).with_graph_token(true);
+        assert_eq!(token.step(&full, 2), StepAttention::Full);
+        assert_eq!(
+            token.step(&full, 1),
+            StepAttention::Sparse {
+                reform: config.reform(1.0, 3),
+                graph_token: true
+            }
         );
     }
 }

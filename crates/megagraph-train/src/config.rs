@@ -406,9 +406,6 @@ impl TrainConfig {
             if self.mesh.is_parallel() {
                 return invalid("model.graph_token", "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1");
             }
-            if self.attention.mode != AttentionMode::Full {
-                return invalid("model.graph_token", "needs attention.mode = \"full\" (sparse attention has no token)");
-            }
             if self.data.max_distance > 253 {
                 return invalid("model.graph_token", "needs data.max_distance <= 253 (its bucket follows the distances)");
             }
@@ -509,12 +506,22 @@ mod tests {
     }
 
     #[test]
-    fn the_graph_token_reaches_the_model_and_is_refused_on_a_mesh_and_with_sparse_attention() {
+    fn the_graph_token_reaches_the_model_runs_sparse_attention_and_is_refused_on_a_mesh() {
         let config = TrainConfig::from_toml_str("[model]\ngraph_token = true\n").unwrap_or_else(|e| panic!("{e}"));
         config.validate().unwrap_or_else(|e| panic!("{e}"));
         assert!(config.model_config(Some(3), 10, 2).graph_token);
         assert!(!TrainConfig::default().model_config(Some(3), 10, 2).graph_token);
-        for refused in ["[mesh]\ncp = 2\n", "[attention]\nmode = \"sparse\"\n", "[data]\nmax_distance = 254\n"] {
+        for mode in ["sparse", "interleaved"] {
+            let text = format!("[model]\ngraph_token = true\n[attention]\nmode = \"{mode}\"\n");
+            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            config.validate().unwrap_or_else(|e| panic!("{mode}: {e}"));
+        }
+        for refused in [
+            "[mesh]\ncp = 2\n",
+            "[mesh]\npp = 2\n[attention]\nmode = \"sparse\"\n",
+            "[mesh]\ndp = 2\n[attention]\nmode = \"interleaved\"\n",
+            "[data]\nmax_distance = 254\n",
+        ] {
             let text = format!("[model]\ngraph_token = true\n{refused}");
             let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
             match config.validate() {

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use burn::tensor::backend::Backend;
 use megagraph_graph::sequence::{BlockReform, cluster_parts, reform_edges};
 use megagraph_kernels::SequenceEdges;
+use megagraph_models::edges_with_graph_token;
 use rayon::prelude::*;
 
 use crate::data::SequenceDataset;
@@ -102,7 +103,9 @@ impl SequenceDataset {
     }
 
     /// [`sequence_edges`](Self::sequence_edges) of the sequences `indices`, as a batch on
-    /// `device` (positions of `seq_len`-long sequences).
+    /// `device` (positions of `seq_len`-long sequences). With `graph_token` the positions are
+    /// those of a model with Graphormer's graph token ([`edges_with_graph_token`]: the token at
+    /// position 0 joined both ways to every node, `seq_len + 1` positions).
     ///
     /// # Errors
     ///
@@ -111,13 +114,18 @@ impl SequenceDataset {
         &self,
         indices: &[usize],
         reform: Option<&BlockReform>,
+        graph_token: bool,
         device: &B::Device,
     ) -> Result<SequenceEdges<B>> {
         let lists = indices
             .par_iter()
-            .map(|&index| self.sequence_edges(index, reform))
+            .map(|&index| {
+                let edges = self.sequence_edges(index, reform)?;
+                Ok(if graph_token { edges_with_graph_token(&edges, self.sequences[index].len()) } else { edges })
+            })
             .collect::<Result<Vec<_>>>()?;
-        SequenceEdges::new(&lists, self.seq_len, device).map_err(|source| {
+        let seq_len = self.seq_len + usize::from(graph_token);
+        SequenceEdges::new(&lists, seq_len, device).map_err(|source| {
             TrainError::InvalidConfig {
                 field: "data.seq_len",
                 reason: format!("the sparse attention edges do not fit the sequences: {source}"),
@@ -218,7 +226,7 @@ mod tests {
             "p = 1 turns the pairs into tiles"
         );
         let batch = data
-            .batch_edges::<burn::backend::Flex>(&[0, 1], Some(&reform), &Default::default())
+            .batch_edges::<burn::backend::Flex>(&[0, 1], Some(&reform), false, &Default::default())
             .expect("fits");
         assert_eq!(
             batch.len(),

@@ -20,10 +20,14 @@ pub enum StepAttention {
     #[default]
     Full,
     /// TorchGT's sparse edge attention over each sequence's edges, reformed into dense tiles by
-    /// `reform` when given. It reads no distance rows, so none are built for it.
+    /// `reform` when given, with TorchGT's global token where the model's graph token sits when
+    /// `graph_token`. It reads no distance rows, so none are built for it.
     Sparse {
         /// Elastic computation reformation of the edges.
         reform: Option<BlockReform>,
+        /// Whether the model has Graphormer's graph token: the edges then join it (position 0)
+        /// both ways to every node ([`SequenceDataset::batch_edges`]).
+        graph_token: bool,
     },
 }
 
@@ -50,7 +54,8 @@ impl StepAttention {
     }
 
     /// The core the model runs on the sequences `indices` of `data`: `None` for full attention,
-    /// else sparse edge attention over their edges ([`SequenceDataset::batch_edges`]).
+    /// else sparse edge attention over their edges ([`SequenceDataset::batch_edges`], joined to
+    /// the graph token with `graph_token`).
     ///
     /// # Errors
     ///
@@ -63,8 +68,8 @@ impl StepAttention {
     ) -> Result<Option<SparseAttention<B>>> {
         match self {
             Self::Full => Ok(None),
-            Self::Sparse { reform } => {
-                let edges = data.batch_edges::<B>(indices, reform.as_ref(), device)?;
+            Self::Sparse { reform, graph_token } => {
+                let edges = data.batch_edges::<B>(indices, reform.as_ref(), *graph_token, device)?;
                 Ok(Some(SparseAttention::new(edges)))
             }
         }

@@ -125,6 +125,33 @@ fn interleaved_attention_switches_on_the_scheduled_steps() {
 }
 
 #[test]
+fn sparse_and_interleaved_attention_train_with_the_graph_token() {
+    let (sparse, _) = run(&tiny_config(AttentionMode::Sparse));
+    let mut token = tiny_config(AttentionMode::Sparse);
+    token.model.graph_token = true;
+    let (sparse_token, steps) = run(&token);
+    assert_eq!(steps, vec![Vec::<usize>::new(); 4]);
+    token.attention.mode = AttentionMode::Interleaved;
+    token.attention.switch_freq = 1;
+    let (interleaved_token, steps) = run(&token);
+    assert_eq!(steps, vec![vec![0]; 4]);
+    for (name, report) in [("sparse", &sparse_token), ("interleaved", &interleaved_token)] {
+        let losses = losses(report);
+        assert!(losses.iter().all(|l| l.is_finite()), "{name}: {losses:?}");
+        assert!(losses[3] < losses[0], "{name} with the token: the loss falls: {losses:?}");
+    }
+    assert_ne!(losses(&sparse_token), losses(&sparse), "the token joins the sparse steps");
+    assert_ne!(losses(&interleaved_token), losses(&sparse_token), "interleaved runs full steps");
+    // a mesh still refuses the token, whatever the attention
+    token.mesh = MeshConfig::new(1, 2, 1, 1);
+    assert!(
+        matches!(token.validate(), Err(TrainError::InvalidConfig { field: "model.graph_token", .. })),
+        "{:?}",
+        token.validate()
+    );
+}
+
+#[test]
 fn sparse_attention_on_a_mesh_is_a_typed_error() {
     let mut config = tiny_config(AttentionMode::Sparse);
     config.mesh = MeshConfig::new(1, 2, 1, 1);
@@ -209,7 +236,7 @@ fn sparse_attention_ignores_the_distance_rows() {
         .init::<B>(&device);
     let indices = [0, 2];
     let reform = config.attention.reform(1.0, 0);
-    let sparse = SparseAttention::new(data.batch_edges::<B>(&indices, reform.as_ref(), &device).expect("edges"));
+    let sparse = SparseAttention::new(data.batch_edges::<B>(&indices, reform.as_ref(), false, &device).expect("edges"));
     // one AdamW step from a batch with distance rows and from one without: the same parameters
     let step = |batch: megagraph_train::NodeBatch<B>| {
         let train = data.train_nodes(&batch.nodes);

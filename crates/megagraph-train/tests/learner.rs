@@ -405,13 +405,15 @@ fn learner_history(setup: &Setup, trainer: MegaGraphTrainer<B>, epochs: usize) -
     (logged("train", "Loss", 1.0), logged("valid", "Accuracy", 0.01), rows)
 }
 
-#[test]
-fn sparse_attention_through_the_learner_equals_the_command_line_loop() {
-    use megagraph_train::{AttentionMode, Quiet, TrainError};
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+/// Sparse attention (with Graphormer's graph token when `graph_token`) trained through the
+/// learner and through the command line's loop: the same losses and validation accuracies, and
+/// no distance rows built. Returns the setup's attention section.
+fn learner_equals_the_command_line_loop(graph_token: bool) -> megagraph_train::AttentionConfig {
+    use megagraph_train::{AttentionMode, Quiet};
     let epochs = 3;
     let mut config = tiny_config();
     config.attention.mode = AttentionMode::Sparse;
+    config.model.graph_token = graph_token;
     config.training.epochs = epochs;
     config.training.batch_size = 16;
     config.optimizer.lr = 0.01;
@@ -446,14 +448,25 @@ fn sparse_attention_through_the_learner_equals_the_command_line_loop() {
     assert_ne!(loss, full_loss, "the learner ran sparse attention");
     assert_eq!(rows, 0, "sparse steps and their validation build no distance rows");
     assert!(full_rows > 0);
+    config.attention.clone()
+}
+
+#[test]
+fn sparse_attention_through_the_learner_equals_the_command_line_loop() {
+    use megagraph_train::TrainError;
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let attention = learner_equals_the_command_line_loop(false);
+    // a model with the graph token: both paths join it to every node in their sparse steps
+    learner_equals_the_command_line_loop(true);
+    let trainer = || MegaGraphTrainer::<B>::single_device(Default::default());
 
     // a mesh runs full attention only, and β's tuner lives in the command line's loop: refused
     let mesh = megagraph_parallel::ParallelConfig::uniform(1, 1, 2, 1, 1).unwrap();
     let refused = MegaGraphTrainer::<B>::parallel(mesh, vec![Default::default()])
-        .with_attention(config.attention.clone(), 0)
+        .with_attention(attention.clone(), 0)
         .err();
     assert!(matches!(refused, Some(TrainError::InvalidConfig { field: "attention.mode", .. })), "{refused:?}");
-    let mut tuned = config.attention.clone();
+    let mut tuned = attention;
     tuned.reorder = true;
     tuned.block_reform = true;
     tuned.reform_threshold = megagraph_train::ReformSetting::Rule(megagraph_train::ReformRule::Tuned);

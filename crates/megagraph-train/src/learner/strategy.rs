@@ -271,6 +271,9 @@ where
         let mut checkpointer = components.checkpointer;
         let mut early_stopping = components.early_stopping;
         let interrupter = components.interrupter;
+        // sparse steps join a graph token where the learner's model has one
+        let graph_token = learner.model().model.graph_token.is_some();
+        let attention = self.attention.clone().map(|schedule| schedule.with_graph_token(graph_token));
         let mut mesh = match &self.placement {
             Placement::SingleDevice(_) => None,
             Placement::Parallel(parallel) => Some(MeshEpochs::<B>::new(parallel.clone(), self.optimizer.clone(), starting_epoch)),
@@ -287,7 +290,7 @@ where
                         epochs: &epochs,
                         processor: &mut processor,
                         interrupter: &interrupter,
-                        attention: self.attention.as_ref(),
+                        attention: attention.as_ref(),
                     };
                     train_epoch(&mut learner, &train, components.grad_accumulation, scope)
                 }
@@ -302,7 +305,7 @@ where
                 epochs: &epochs,
                 processor: &mut processor,
                 interrupter: &interrupter,
-                attention: self.attention.as_ref(),
+                attention: attention.as_ref(),
             };
             valid_epoch(&learner, &valid, scope);
             drain::<LC>(&mut processor);

@@ -220,12 +220,15 @@ impl<'a> NodeClassificationTrainer<'a> {
                 reason: "needs the sequences reordered into clusters (prepare() does it with attention.reorder; or SequenceDataset::reorder_clusters)".into(),
             });
         }
+        // sparse steps join a graph token where the model has one
+        let graph_token = start.model.graph_token.is_some();
         let mut engine = self.start_engine(layout, start.model, start.record, devices)?;
         let plan = self.epoch_plan(rows);
         let evaluation = self.evaluation_batches();
         // on resume, reformation's β continues from the checkpoint's tuner
         let mut schedule = AttentionSchedule::new(attention.clone(), self.config.training.seed)
-            .with_tuner(state.beta_tuner.clone());
+            .with_tuner(state.beta_tuner.clone())
+            .with_graph_token(graph_token);
 
         let stopped = loop {
             if let Some(reason) = self.stop_reason(&state) {
