@@ -312,3 +312,45 @@ fn mixed_dtypes_are_a_typed_error_naming_the_tensor() {
         })
     ));
 }
+
+/// The CubeCL kernels on wgpu (llvmpipe through OpenGL) with half inputs, against float64 with the
+/// bounds of the CPU path; skipped, saying why, for a half type the adapter does not support.
+#[cfg(feature = "wgpu")]
+#[test]
+fn half_inputs_on_the_wgpu_kernels_match_float64() {
+    use burn::tensor::backend::Backend;
+    type W = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+    let device = common::wgpu_device();
+    let (mut rng, seed) = seeded_rng("half_inputs_on_the_wgpu_kernels_match_float64");
+    for dtype in [DType::F16, DType::BF16] {
+        if !W::supports_dtype(&device, dtype) {
+            println!(
+                "SKIPPED {dtype:?} on wgpu: the adapter ({device:?}) reports no {dtype:?} support (`supports_dtype`)"
+            );
+            continue;
+        }
+        let half_tol = unit_roundoff(dtype) + F32_TOL;
+        for case in cases(&mut rng) {
+            let case = rounded_case(&case, dtype);
+            let (d_out, d_lse) = upstream(&mut rng, &case, dtype);
+            let options = RunOptions {
+                dtype,
+                ..RunOptions::block(16)
+            };
+            let found = tracked_run::<Autodiff<W>>(&case, &device, options, &d_out, &d_lse);
+            let x = case.inputs64();
+            let (out, lse) = case.forward64(&x);
+            let want = case.backward64(&x, &to64(&d_out), &to64(&d_lse));
+            let label = |what: &str| format!("wgpu {dtype:?} {:?}: {what}", case.dims);
+            assert_close(&label("output"), &found[0], &out, half_tol, seed);
+            assert_close(&label("lse (f32)"), &found[1], &lse, F32_TOL, seed);
+            for (what, found, want) in [
+                ("dq", &found[2], &want.q),
+                ("dk", &found[3], &want.k),
+                ("dv", &found[4], &want.v),
+            ] {
+                assert_close(&label(what), found, want, half_tol, seed);
+            }
+        }
+    }
+}
