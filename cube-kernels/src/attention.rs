@@ -30,9 +30,12 @@ impl Default for AttentionOptions {
 #[derive(Clone, Debug)]
 pub struct AttentionOutput<B: burn::tensor::backend::Backend> {
     /// `softmax(logits) · v`: `[batch, heads, q_len, head_dim]`. Zero for rows without a visible key.
+    /// From [`graph_attention`], in the inputs' dtype; from [`Self::from_packed`], in the packed
+    /// result's.
     pub output: Tensor<B, 4>,
     /// Log-sum-exp of each row's logits: `[batch, heads, q_len]`. `-inf` for rows without a
-    /// visible key. In the backend's float dtype (`f32` on the default backends).
+    /// visible key. In the dtype the op computes in ([`compute_dtype`](crate::compute_dtype) of
+    /// the inputs' dtype): `f32` for `f32`, `f16` and `bf16` inputs.
     pub lse: Tensor<B, 3>,
 }
 
@@ -67,6 +70,11 @@ impl<B: burn::tensor::backend::Backend> AttentionOutput<B> {
 ///   bias `[batch, heads, q_len, k_len]`, key padding mask `[batch, k_len]` — all optional.
 /// - returns `output [batch, heads, q_len, head_dim]` and `lse [batch, heads, q_len]`.
 ///
+/// Dtypes: q, k, v, the table and the dense bias share one float dtype. `f16` and `bf16` inputs
+/// are computed in `f32` (every sum, the running maximum and the log-sum-exp); the output comes
+/// back in the inputs' dtype, the log-sum-exp in `f32`, and the gradients in their inputs'
+/// dtypes.
+///
 /// Logits are `scale · q·kᵀ + table[index[b, i, column_offset + j], h] + dense[b, h, i, j]`,
 /// masked keys excluded. Differentiable in `q`, `k`, `v`, the table and the dense bias through
 /// both outputs; on [`Autodiff`](burn::backend::Autodiff) the backward pass recomputes the
@@ -75,7 +83,8 @@ impl<B: burn::tensor::backend::Backend> AttentionOutput<B> {
 /// # Errors
 ///
 /// [`AttentionError::ShapeMismatch`] or [`AttentionError::EmptyDimension`] naming the tensor and
-/// dimension that disagree, [`AttentionError::ColumnOffsetOutOfRange`] when
+/// dimension that disagree, [`AttentionError::DTypeMismatch`] naming a float input whose dtype
+/// is not `q`'s, [`AttentionError::ColumnOffsetOutOfRange`] when
 /// `column_offset + k_len` exceeds the index, [`AttentionError::ZeroBlockSize`],
 /// [`AttentionError::NonFiniteScale`]. Bucket values are not checked here (that needs a device
 /// read); see [`DistanceBias::check_bucket_range`](crate::DistanceBias::check_bucket_range).
@@ -201,6 +210,24 @@ pub fn graph_attention<B: GraphAttentionBackend>(
             &[("batch", batch), ("k_len", k_len)],
         )?;
     }
+    let dtype = q.dtype();
+    let float_inputs = [
+        ("k", Some(k.dtype())),
+        ("v", Some(v.dtype())),
+        ("bias.distance.table", bias.distance.as_ref().map(|d| d.table.dtype())),
+        ("bias.dense", bias.dense.as_ref().map(|d| d.dtype())),
+    ];
+    for (tensor, actual) in float_inputs {
+        if let Some(actual) = actual
+            && actual != dtype
+        {
+            return Err(AttentionError::DTypeMismatch {
+                tensor,
+                expected: dtype,
+                actual,
+            });
+        }
+    }
     if options.block_size == 0 {
         return Err(AttentionError::ZeroBlockSize);
     }
@@ -223,7 +250,12 @@ pub fn graph_attention<B: GraphAttentionBackend>(
         scale,
         block_size: options.block_size,
     };
-    Ok(AttentionOutput::from_packed(float(B::graph_attention_forward(inputs))))
+    let mut result = AttentionOutput::from_packed(float(B::graph_attention_forward(inputs)));
+    if result.output.dtype() != dtype {
+        // half-precision inputs: computed in f32 (see `compute_dtype`), output in their dtype
+        result.output = result.output.cast(dtype);
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

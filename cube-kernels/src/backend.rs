@@ -21,7 +21,9 @@ use crate::reference;
 /// `out = 0`, `lse = -inf`.
 pub trait GraphAttentionBackend: Backend {
     /// Forward pass. Returns the packed result `[batch, heads, q_len, head_dim + 1]`: channels
-    /// `0..head_dim` hold the output, channel `head_dim` holds the row's log-sum-exp.
+    /// `0..head_dim` hold the output, channel `head_dim` holds the row's log-sum-exp. Its dtype is
+    /// [`compute_dtype`](crate::compute_dtype) of the inputs' (`f32` for `f16` / `bf16` inputs)
+    /// on the reference and the Flex implementations.
     ///
     /// Memory: `O(q_len · head_dim + q_len · block_size · heads)` per batch element beyond the
     /// inputs.
@@ -33,7 +35,7 @@ pub trait GraphAttentionBackend: Backend {
     /// gradient of the loss with respect to it (same packed layout: `dO` then `dLSE`).
     ///
     /// Recomputes the probabilities one key tile at a time from the saved log-sum-exp, so it
-    /// never holds a `[q_len, k_len]` matrix.
+    /// never holds a `[q_len, k_len]` matrix. Each gradient has the dtype of its input.
     fn graph_attention_backward(
         inputs: GraphAttentionInputs<Self>,
         packed_output: FloatTensor<Self>,

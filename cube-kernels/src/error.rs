@@ -1,5 +1,6 @@
 //! Errors of the graph attention op.
 
+use burn::tensor::DType;
 use thiserror::Error;
 
 /// Why [`graph_attention`](crate::graph_attention) or
@@ -59,6 +60,19 @@ pub enum AttentionError {
         position: usize,
         /// Positions per sequence.
         seq_len: usize,
+    },
+    /// A float input's dtype differs from the queries' (q, k, v, the table and the dense bias
+    /// must share one dtype: `f32`, `f16`, `bf16` or `f64`).
+    #[error(
+        "graph attention input `{tensor}`: dtype {actual:?}, expected {expected:?} (the dtype of `q`)"
+    )]
+    DTypeMismatch {
+        /// Name of the tensor, e.g. `"k"` or `"bias.distance.table"`.
+        tensor: &'static str,
+        /// The dtype of `q`.
+        expected: DType,
+        /// The dtype found.
+        actual: DType,
     },
     /// The key tile size is zero.
     #[error("graph attention option `block_size` must be positive, got 0")]

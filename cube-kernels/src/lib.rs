@@ -39,6 +39,7 @@ mod fusion;
 mod graph_token;
 mod index;
 mod merge;
+mod precision;
 mod primitives;
 pub mod reference;
 mod sparse_edge;
@@ -51,5 +52,6 @@ pub use index::{
     BucketIndex, BucketIndexPrimitive, CsrParts, SparseBucketIndex, SparseBucketIndexPrimitive, sparse_is_smaller,
 };
 pub use merge::merge_partials;
+pub use precision::compute_dtype;
 pub use primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
 pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, sparse_edge_attention};

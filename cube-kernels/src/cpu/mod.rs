@@ -8,8 +8,10 @@
 //! running maximum from `f32::MIN`, same treatment of rows without a visible key), within float
 //! rounding: the arithmetic is `f32` with another summation order and a polynomial `exp`.
 //!
-//! Inputs that are not `f32`, or a distance index whose buckets do not fit a byte, go to the
-//! reference implementation instead.
+//! `f16` and `bf16` inputs are converted to `f32` copies first (whole tensors, before the tiling)
+//! and take this path in `f32`: the packed result (output and log-sum-exp) is `f32`, the
+//! gradients are cast back to their inputs' dtypes. `f64` inputs, or a distance index whose
+//! buckets do not fit a byte, go to the reference implementation instead.
 
 mod backward;
 mod forward;
@@ -21,6 +23,7 @@ use burn::tensor::{DType, TensorData, TensorMetadata};
 
 use crate::primitives::GraphAttentionInputs;
 use crate::index::{BucketIndexPrimitive, HostCsr};
+use crate::precision::{narrow_grads, widen, widen_inputs};
 
 use backward::backward;
 use forward::forward;
@@ -433,6 +436,8 @@ impl crate::GraphAttentionBackend for Flex {
     fn graph_attention_forward(
         inputs: GraphAttentionInputs<Self>,
     ) -> burn::tensor::ops::FloatTensor<Self> {
+        // f16 / bf16 inputs: converted to f32 copies here, so that they take the fused path
+        let (inputs, _) = widen_inputs(inputs);
         match HostInputs::new(&inputs) {
             Some(host) => forward(&host),
             None => crate::reference::forward(inputs),
@@ -444,10 +449,14 @@ impl crate::GraphAttentionBackend for Flex {
         packed_output: burn::tensor::ops::FloatTensor<Self>,
         packed_grad: burn::tensor::ops::FloatTensor<Self>,
     ) -> crate::GraphAttentionGrads<Self> {
+        let (inputs, dtypes) = widen_inputs(inputs);
+        let packed_output = widen::<Self>(packed_output);
+        let packed_grad = widen::<Self>(packed_grad);
         let packed = (contiguous_f32(&packed_output), contiguous_f32(&packed_grad));
-        match (HostInputs::new(&inputs), packed) {
+        let grads = match (HostInputs::new(&inputs), packed) {
             (Some(host), (Some(output), Some(grad))) => backward(&host, &output, &grad),
             _ => crate::reference::backward(inputs, packed_output, packed_grad),
-        }
+        };
+        narrow_grads(grads, dtypes)
     }
 }

@@ -24,6 +24,7 @@ use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorPrimitive};
 use crate::primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
 use crate::bias::bytes_tensor;
 use crate::index::{BucketIndexPrimitive, HostCsr, SparseBucketIndexPrimitive};
+use crate::precision::{narrow_grads, widen, widen_inputs};
 
 /// Wraps a float primitive into a tensor.
 pub(crate) fn float<B: Backend, const D: usize>(primitive: FloatTensor<B>) -> Tensor<B, D> {
@@ -314,8 +315,10 @@ fn batch_slice<B: Backend>(
 /// Reference forward pass; see [`GraphAttentionBackend::graph_attention_forward`](crate::GraphAttentionBackend::graph_attention_forward).
 ///
 /// Runs chunks of the batch one after the other, as many elements at once as keep a tile's
-/// logits near 1 MiB.
+/// logits near 1 MiB. `f16` and `bf16` inputs are computed in `f32`, and the packed result is
+/// `f32` (see [`compute_dtype`](crate::compute_dtype)).
 pub fn forward<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTensor<B> {
+    let (inputs, _) = widen_inputs(inputs);
     forward_in_chunks(inputs, TILE_BYTES)
 }
 
@@ -370,13 +373,21 @@ fn forward_chunk<B: Backend>(inputs: GraphAttentionInputs<B>) -> FloatTensor<B> 
 /// Reference backward pass; see [`GraphAttentionBackend::graph_attention_backward`](crate::GraphAttentionBackend::graph_attention_backward).
 ///
 /// Runs chunks of the batch one after the other, as [`forward`]; the table gradient is their
-/// sum.
+/// sum. `f16` and `bf16` inputs are computed in `f32` as in [`forward`]; each gradient has the
+/// dtype of its input.
 pub fn backward<B: Backend>(
     inputs: GraphAttentionInputs<B>,
     packed_output: FloatTensor<B>,
     packed_grad: FloatTensor<B>,
 ) -> GraphAttentionGrads<B> {
-    backward_in_chunks(inputs, packed_output, packed_grad, TILE_BYTES)
+    let (inputs, dtypes) = widen_inputs(inputs);
+    let grads = backward_in_chunks(
+        inputs,
+        widen::<B>(packed_output),
+        widen::<B>(packed_grad),
+        TILE_BYTES,
+    );
+    narrow_grads(grads, dtypes)
 }
 
 /// [`backward`] with the chunks of [`batch_chunks`] at `tile_bytes`.

@@ -2,7 +2,7 @@
 //! tracked, the results flattened to `f64` for comparison.
 
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Bool, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Tensor, TensorData};
 use megagraph_kernels::{AttentionOptions, GraphAttentionBackend, graph_attention};
 
 use super::{Case, tensor, values};
@@ -16,6 +16,9 @@ pub struct RunOptions {
     /// `q` reaches the op as a non-contiguous view (`[batch, q_len, heads, head_dim]` storage
     /// with dims 1 and 2 swapped, as a model splitting heads produces it).
     pub permuted: bool,
+    /// The dtype of the float inputs (q, k, v, table, dense bias) and of the output's upstream
+    /// gradient; the values are cast to it before they become leaves.
+    pub dtype: DType,
 }
 
 impl RunOptions {
@@ -25,6 +28,7 @@ impl RunOptions {
             block_size,
             sparse: false,
             permuted: false,
+            dtype: DType::F32,
         }
     }
 }
@@ -56,22 +60,27 @@ pub fn tracked_run<A: GraphAttentionBackend + AutodiffBackend>(
         let stored = tensor::<A, 4>(&case.q, case.q_shape(), device)
             .swap_dims(1, 2)
             .into_data();
-        Tensor::<A, 4>::from_data(stored, device).require_grad()
+        Tensor::<A, 4>::from_data(stored, device)
+            .cast(options.dtype)
+            .require_grad()
     } else {
-        tensor::<A, 4>(&case.q, case.q_shape(), device).require_grad()
+        tensor::<A, 4>(&case.q, case.q_shape(), device)
+            .cast(options.dtype)
+            .require_grad()
     };
     let q = if options.permuted {
         q_leaf.clone().swap_dims(1, 2)
     } else {
         q_leaf.clone()
     };
-    let k = tensor::<A, 4>(&case.k, case.kv_shape(), device).require_grad();
-    let v = tensor::<A, 4>(&case.v, case.kv_shape(), device).require_grad();
+    let leaf = |t: Tensor<A, 4>| t.cast(options.dtype).require_grad();
+    let k = leaf(tensor::<A, 4>(&case.k, case.kv_shape(), device));
+    let v = leaf(tensor::<A, 4>(&case.v, case.kv_shape(), device));
     let mut bias = case.bias_with::<A>(device, options.sparse);
     if let Some(distance) = &mut bias.distance {
-        distance.table = distance.table.clone().require_grad();
+        distance.table = distance.table.clone().cast(options.dtype).require_grad();
     }
-    bias.dense = bias.dense.map(|t| t.require_grad());
+    bias.dense = bias.dense.map(leaf);
     let table = bias.distance.as_ref().map(|dist| dist.table.clone());
     let dense = bias.dense.clone();
     let attention = AttentionOptions {
@@ -85,7 +94,11 @@ pub fn tracked_run<A: GraphAttentionBackend + AutodiffBackend>(
         device,
     );
     let mut found = vec![values(result.output.clone()), values(result.lse.clone())];
-    let loss = (result.output * tensor::<A, 4>(r_out, case.q_shape(), device)).sum()
+    // the output's term in the output's dtype (its upstream gradient is `r_out` in that
+    // dtype), summed into the lse's dtype
+    let r_out = tensor::<A, 4>(r_out, case.q_shape(), device).cast(result.output.dtype());
+    let lse_dtype = result.lse.dtype();
+    let loss = (result.output * r_out).sum().cast(lse_dtype)
         + (result.lse.mask_fill(unseen, 0.0)
             * tensor::<A, 3>(r_lse, [d.batch, d.heads, d.q_len], device))
         .sum();
