@@ -9,7 +9,7 @@ use std::time::Duration;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 use common::{B, Rng, relative};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
-use megagraph_models::AttendInputs;
+use megagraph_models::{AttendInputs, spatial_bias};
 use megagraph_parallel::{ParallelError, RingCall, RingEndpoint, ring_attention};
 
 const BATCH: usize = 2;
@@ -112,15 +112,12 @@ fn whole(case: &Case) -> Results {
         TensorData::new(case.padding.clone(), [BATCH, SEQ]),
         &device,
     );
-    let bias = AttentionBias {
-        distance: Some(DistanceBias {
-            index: index.into(),
-            table: table.clone(),
-            column_offset: 0,
-        }),
-        dense: None,
-        key_padding_mask: Some(padding),
+    let distance = DistanceBias {
+        index: index.into(),
+        table: table.clone(),
+        column_offset: 0,
     };
+    let bias = spatial_bias(distance, padding);
     let options = AttentionOptions {
         scale: None,
         block_size: 5,
@@ -209,15 +206,14 @@ fn position(
             q: q.clone(),
             k: k.clone(),
             v: v.clone(),
-            bias: AttentionBias {
-                distance: Some(DistanceBias {
+            bias: spatial_bias(
+                DistanceBias {
                     index: index.into(),
                     table: table.clone(),
                     column_offset: 0,
-                }),
-                dense: None,
-                key_padding_mask: Some(padding),
-            },
+                },
+                padding,
+            ),
             options: options.clone(),
         },
         &ring,

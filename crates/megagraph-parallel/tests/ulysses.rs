@@ -95,6 +95,19 @@ struct Leaves {
     weight: Tensor<B, 4>,
 }
 
+impl Leaves {
+    /// The attention inputs of these leaves with `bias` and [`OPTIONS`].
+    fn inputs(&self, bias: AttentionBias<B>) -> AttendInputs<B> {
+        AttendInputs {
+            q: self.q.clone(),
+            k: self.k.clone(),
+            v: self.v.clone(),
+            bias,
+            options: OPTIONS,
+        }
+    }
+}
+
 fn leaves(case: &Case, range: std::ops::Range<usize>) -> Leaves {
     let device = Default::default();
     let t4 = |v: &[f32]| {
@@ -222,18 +235,7 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                     let range = ring.position() * block..(ring.position() + 1) * block;
                     let leaves = leaves(&case, range.clone());
                     let bias = bias(&case, leaves.table.clone(), range.clone(), range);
-                    let output = ring_attention(
-                        AttendInputs {
-                            q: leaves.q.clone(),
-                            k: leaves.k.clone(),
-                            v: leaves.v.clone(),
-                            bias,
-                            options: OPTIONS,
-                        },
-                        &ring,
-                        call,
-                    )?
-                    .output;
+                    let output = ring_attention(leaves.inputs(bias), &ring, call)?.output;
                     // forward and backward first, then what they sent
                     let results = results(&leaves, output);
                     let results = Results {
@@ -253,17 +255,7 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                     let leaves = leaves(&case, range);
                     // Ulysses reads the index of every row and the mask of every node
                     let bias = bias(&case, leaves.table.clone(), 0..SEQ, 0..SEQ);
-                    let output = ulysses_attention(
-                        AttendInputs {
-                            q: leaves.q.clone(),
-                            k: leaves.k.clone(),
-                            v: leaves.v.clone(),
-                            bias,
-                            options: OPTIONS,
-                        },
-                        &group,
-                        call,
-                    )?;
+                    let output = ulysses_attention(leaves.inputs(bias), &group, call)?;
                     // forward and backward first, then what they sent
                     let results = results(&leaves, output);
                     let results = Results {
