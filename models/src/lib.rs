@@ -48,7 +48,7 @@ pub use attention::{GraphAttention, GraphAttentionConfig};
 pub use batch::{GraphBatch, NodeInput};
 pub use dropout::{FastDropout, FastDropoutConfig};
 pub use layer::{GraphTransformerLayer, GraphTransformerLayerConfig};
-pub use loss::masked_cross_entropy;
+pub use loss::{masked_cross_entropy, masked_smoothed_cross_entropy};
 pub use materialize::materialize;
 pub use model::{GraphTransformer, GraphTransformerConfig};
 pub use preset::ModelPreset;

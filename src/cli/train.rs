@@ -8,7 +8,7 @@ use super::backend::{BackendChoice, BackendJob};
 use super::ModelShapeArgs;
 use super::train_progress::{EpochProgress, PrepareBars};
 use megagraph_graph::SequenceStrategy;
-use megagraph_train::{AttentionMode, DistanceKind, MeshPlan, ReformSetting, TrainConfig};
+use megagraph_train::{AttentionMode, DistanceKind, FeaturePropagation, MeshPlan, ReformSetting, TrainConfig};
 use megagraph_train::write_training_curves;
 use super::error::Result;
 use megagraph_train::{NodeClassificationTrainer, TrainReport};
@@ -66,6 +66,13 @@ pub struct TrainArgs {
     /// Rounds of GCN-normalized feature propagation appended to the node features (0 = none).
     #[arg(long, value_name = "K")]
     pub feature_hops: Option<usize>,
+    /// How the propagated rounds become node inputs: `concat` ([X, ÂX, …, Â^K X]) or `ppr`
+    /// (APPNP: [X, Z^K], Z^{t+1} = (1 − α) Â Z^t + α X, K = --feature-hops).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub feature_propagation: Option<PropagationArg>,
+    /// APPNP's teleport probability α of --feature-propagation ppr.
+    #[arg(long, value_name = "A")]
+    pub ppr_alpha: Option<f64>,
     /// Probability of moving a node pair of a training batch to the "farther" distance bucket.
     #[arg(long, value_name = "P")]
     pub structure_dropout: Option<f64>,
@@ -97,6 +104,9 @@ pub struct TrainArgs {
     /// AdamW weight decay.
     #[arg(long, value_name = "W")]
     pub weight_decay: Option<f64>,
+    /// Label smoothing of the cross-entropy: targets 1 − E on the label plus E / classes.
+    #[arg(long, value_name = "E")]
+    pub label_smoothing: Option<f64>,
     /// Write metrics (accuracy, time, memory, per-epoch history) as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub metrics_out: Option<PathBuf>,
@@ -231,6 +241,15 @@ pub enum AttentionArg {
     Interleaved,
 }
 
+/// `--feature-propagation` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PropagationArg {
+    /// [X, ÂX, …, Â^K X] side by side.
+    Concat,
+    /// APPNP's personalized-PageRank propagation: [X, Z^K].
+    Ppr,
+}
+
 /// `--distance-scope` values.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum ScopeArg {
@@ -287,6 +306,13 @@ impl TrainArgs {
         }
         set(&mut c.data.structure_dropout, &self.structure_dropout);
         set(&mut c.data.feature_hops, &self.feature_hops);
+        if let Some(propagation) = self.feature_propagation {
+            c.data.feature_propagation = match propagation {
+                PropagationArg::Concat => FeaturePropagation::Concat,
+                PropagationArg::Ppr => FeaturePropagation::Ppr,
+            };
+        }
+        set(&mut c.data.ppr_alpha, &self.ppr_alpha);
         self.shape.apply(&mut c.model);
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
@@ -295,6 +321,7 @@ impl TrainArgs {
         c.model.edge_encoding |= self.edge_encoding;
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
+        set(&mut c.training.label_smoothing, &self.label_smoothing);
         if self.metrics_out.is_some() {
             c.training.metrics_out = self.metrics_out.clone();
         }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::attention::{AttentionConfig, AttentionMode};
 use megagraph_parallel::CpMode;
 use crate::error::{Result, TrainError};
+use crate::features::FeaturePropagation;
 use crate::mesh_plan::MeshPlan;
 use crate::schedule::WarmupCosine;
 
@@ -81,8 +82,16 @@ pub struct DataConfig {
     pub normalize_features: bool,
     /// Rounds of GCN-normalized feature propagation appended to the node features
     /// (`[X, ÂX, …, Â^k X]`); 0 = raw features only. Ignored for graphs without features.
-    /// Default: 2.
+    /// Default: 2. With `feature_propagation = "ppr"` it is APPNP's number of power-iteration
+    /// steps K.
     pub feature_hops: usize,
+    /// How the propagated rounds become node inputs: `"concat"` (`[X, ÂX, …, Â^k X]`, width
+    /// `(k + 1) × dim`) or `"ppr"` (APPNP's personalized-PageRank propagation: `[X, Z^K]` with
+    /// `Z⁰ = X`, `Z^{t+1} = (1 − α) Â Z^t + α X`, K = `feature_hops`, α = `ppr_alpha`, width
+    /// `2 × dim`). Default: concat.
+    pub feature_propagation: FeaturePropagation,
+    /// APPNP's teleport probability α of `feature_propagation = "ppr"`, in (0, 1]. Default: 0.1.
+    pub ppr_alpha: f64,
     /// Probability that a node pair of a training batch is moved to the "farther" distance
     /// bucket (structure dropout on the spatial bias). Default: 0.0.
     pub structure_dropout: f64,
@@ -104,6 +113,8 @@ impl Default for DataConfig {
             no_cache: false,
             normalize_features: false,
             feature_hops: 2,
+            feature_propagation: FeaturePropagation::Concat,
+            ppr_alpha: 0.1,
             structure_dropout: 0.0,
         }
     }
@@ -221,6 +232,9 @@ pub struct TrainingConfig {
     /// resume); the epoch in progress is then evaluated and the run ends normally. The
     /// learning-rate schedule still spans `epochs`. Unset (default): no limit.
     pub max_steps: Option<usize>,
+    /// Label smoothing ε of the cross-entropy: the target puts `1 − ε` on the label and `ε / C`
+    /// on each of the `C` classes, in [0, 1). Default: 0.0.
+    pub label_smoothing: f64,
 }
 
 impl Default for TrainingConfig {
@@ -235,6 +249,7 @@ impl Default for TrainingConfig {
             resume: false,
             plot_dir: None,
             max_steps: None,
+            label_smoothing: 0.0,
         }
     }
 }
@@ -357,6 +372,12 @@ impl TrainConfig {
         }
         if !probability(self.model.key_dropout) {
             return invalid("model.key_dropout", "must be in [0, 1)");
+        }
+        if !probability(self.training.label_smoothing) {
+            return invalid("training.label_smoothing", "must be in [0, 1)");
+        }
+        if !(self.data.ppr_alpha > 0.0 && self.data.ppr_alpha <= 1.0) {
+            return invalid("data.ppr_alpha", "must be in (0, 1]");
         }
         if !probability(self.model.input_dropout) {
             return invalid("model.input_dropout", "must be in [0, 1)");
@@ -545,5 +566,29 @@ mod tests {
                 other => panic!("{refused}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn label_smoothing_and_ppr_read_from_toml_and_bad_values_name_their_field() {
+        let text = "[data]\nfeature_propagation = \"ppr\"\nppr_alpha = 0.2\n[training]\nlabel_smoothing = 0.1\n";
+        let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.data.feature_propagation, FeaturePropagation::Ppr);
+        assert_eq!((config.data.ppr_alpha, config.training.label_smoothing), (0.2, 0.1));
+        assert_eq!(TrainConfig::default().data.feature_propagation, FeaturePropagation::Concat);
+        for (refused, field) in [
+            ("[training]\nlabel_smoothing = 1.0\n", "training.label_smoothing"),
+            ("[training]\nlabel_smoothing = -0.1\n", "training.label_smoothing"),
+            ("[data]\nppr_alpha = 0.0\n", "data.ppr_alpha"),
+            ("[data]\nppr_alpha = 1.5\n", "data.ppr_alpha"),
+        ] {
+            let config = TrainConfig::from_toml_str(refused).unwrap_or_else(|e| panic!("{e}"));
+            match config.validate() {
+                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
+        let unknown = TrainConfig::from_toml_str("[data]\nfeature_propagation = \"sum\"\n");
+        assert!(unknown.is_err_and(|e| e.contains("line 2")), "an unknown mode names its line");
     }
 }

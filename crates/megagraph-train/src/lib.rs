@@ -47,7 +47,7 @@ pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole
 pub use error::{Result, TrainError};
 pub use eval::{SeedObserver, SeedRun, SeedsReport, evaluate_seeds, mean_std, seed_config};
 pub use mesh_plan::MeshPlan;
-pub use features::{row_normalized, with_propagated_hops};
+pub use features::{FeaturePropagation, propagated_features, row_normalized, with_ppr_propagation, with_propagated_hops};
 pub use learner::{
     MegaGraphTrainer, NodeClassifier, NodeLearningComponents, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
     SplitSequences,

@@ -10,7 +10,7 @@ use megagraph_graph::{
 use crate::config::{DistanceKind, SyntheticConfig, SyntheticKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
 use crate::error::{Result, TrainError};
-use crate::features::{row_normalized, with_propagated_hops};
+use crate::features::{propagated_features, row_normalized};
 use crate::progress::PrepareProgress;
 
 /// Loads the dataset a configuration names: the directory in `data.dataset`, or the built-in
@@ -105,10 +105,12 @@ pub fn prepare_with_progress(
         } else {
             features
         };
-        dataset.features = Some(with_propagated_hops(
+        dataset.features = Some(propagated_features(
             &dataset.graph,
             features,
+            config.data.feature_propagation,
             config.data.feature_hops,
+            config.data.ppr_alpha,
         ));
     }
     if dataset.split.train.is_empty() {

@@ -72,7 +72,7 @@ impl Setup {
         let config = self
             .config
             .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
-        NodeClassifier::init(&config, &device)
+        NodeClassifier::init(&config, &device).with_label_smoothing(self.config.training.label_smoothing)
     }
 
     fn training(&self, dir: &Path, shuffle: Option<u64>) -> SupervisedTraining<Components> {
@@ -472,4 +472,51 @@ fn sparse_attention_through_the_learner_equals_the_command_line_loop() {
     tuned.reform_threshold = megagraph_train::ReformSetting::Rule(megagraph_train::ReformRule::Tuned);
     let refused = trainer().with_attention(tuned, 0).err();
     assert!(matches!(refused, Some(TrainError::InvalidConfig { field: "attention.reform_threshold", .. })), "{refused:?}");
+}
+
+/// The command line's loop (on one device, or on a `dp = 2` mesh when `mesh`): its training
+/// loss per epoch.
+fn command_line_losses(config: &TrainConfig, mesh: bool) -> Vec<f64> {
+    let mut config = config.clone();
+    if mesh {
+        config.mesh = megagraph_train::MeshConfig::new(1, 1, 2, 1);
+    }
+    let data = Arc::new(prepare(&config).expect("prepare"));
+    let report = NodeClassificationTrainer::new(&config, data)
+        .fit::<B>(&Default::default(), &mut megagraph_train::Quiet)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .report;
+    report.history.iter().map(|m| m.loss).collect()
+}
+
+#[test]
+fn label_smoothing_reaches_the_learner_the_command_line_loop_and_the_mesh() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let epochs = 2;
+    let mut config = tiny_config();
+    config.training.epochs = epochs;
+    config.training.batch_size = 16;
+    config.optimizer.lr = 0.01;
+    config.training.label_smoothing = 0.2;
+    // 6 sequences: one step of all of them per epoch, which dp = 2 divides
+    config.data.seq_len = 50;
+    let setup = Setup::new(config);
+    assert_eq!(setup.data.num_sequences(), 6);
+    let config = &setup.config;
+    let cli = command_line_losses(config, false);
+    let trainer = MegaGraphTrainer::<B>::single_device(Default::default())
+        .with_optimizer(AdamWConfig::new().with_weight_decay(config.optimizer.weight_decay as f32));
+    let (learner, _, _) = learner_history(&setup, trainer, epochs);
+    let mesh = command_line_losses(config, true);
+    let mut unsmoothed = config.clone();
+    unsmoothed.training.label_smoothing = 0.0;
+    let plain = command_line_losses(&unsmoothed, false);
+    println!("smoothed: command line {cli:?}, learner {learner:?}, mesh {mesh:?}; plain {plain:?}");
+    for epoch in 0..epochs {
+        let b = cli[epoch];
+        assert!((learner[epoch] - b).abs() <= 1e-5 * b.abs(), "epoch {}: learner {learner:?} vs {cli:?}", epoch + 1);
+        assert!((mesh[epoch] - b).abs() <= 1e-4 * b.abs(), "epoch {}: mesh {mesh:?} vs {cli:?}", epoch + 1);
+    }
+    // the same first step without smoothing has another loss: the checks above can fail
+    assert!((plain[0] - cli[0]).abs() > 1e-3, "smoothing changed nothing: {plain:?} vs {cli:?}");
 }

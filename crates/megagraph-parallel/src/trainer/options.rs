@@ -49,6 +49,10 @@ pub struct TrainerOptions {
     /// [`threads`](crate::threads)). Default (`None`): this machine's cores divided among this
     /// process's ranks ([`default_threads_per_rank`](crate::threads::default_threads_per_rank)).
     pub threads_per_rank: Option<usize>,
+    /// Label smoothing ε of the last stage's cross-entropy (see
+    /// [`masked_smoothed_cross_entropy`](megagraph_models::masked_smoothed_cross_entropy)).
+    /// Default: 0.0 (plain cross-entropy).
+    pub label_smoothing: f64,
 }
 
 impl TrainerOptions {
@@ -64,6 +68,7 @@ impl TrainerOptions {
             nodes: None,
             meter: None,
             threads_per_rank: None,
+            label_smoothing: 0.0,
         }
     }
 
@@ -95,6 +100,12 @@ impl TrainerOptions {
     /// Sets the threads of each rank's rayon pool (see [`TrainerOptions::threads_per_rank`]).
     pub fn with_threads_per_rank(mut self, threads: usize) -> Self {
         self.threads_per_rank = Some(threads);
+        self
+    }
+
+    /// Sets the label smoothing ε of the loss (see [`TrainerOptions::label_smoothing`]).
+    pub fn with_label_smoothing(mut self, smoothing: f64) -> Self {
+        self.label_smoothing = smoothing;
         self
     }
 

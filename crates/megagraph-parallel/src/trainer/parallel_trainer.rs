@@ -174,6 +174,7 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                 meter: options.meter.clone(),
                 threads,
                 cp_mode: config.cp_mode,
+                label_smoothing: options.label_smoothing,
                 commands: command_rx,
                 replies: reply_tx.clone(),
             };

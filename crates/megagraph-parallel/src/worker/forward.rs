@@ -2,7 +2,7 @@
 
 use burn::tensor::{ElementConversion, Tensor};
 use megagraph_kernels::BucketIndex;
-use megagraph_models::masked_cross_entropy;
+use megagraph_models::masked_smoothed_cross_entropy;
 
 use super::protocol::StepPlan;
 use super::rank::Worker;
@@ -139,7 +139,13 @@ impl<B: ContextParallelBackend> Worker<B> {
             let logits = module
                 .head(output)
                 .ok_or_else(|| self.internal("last stage without head"))?;
-            let loss = masked_cross_entropy(logits, block.labels, block.weight, plan.train_nodes);
+            let loss = masked_smoothed_cross_entropy(
+                logits,
+                block.labels,
+                block.weight,
+                plan.train_nodes,
+                self.label_smoothing,
+            );
             let value = loss.clone().into_scalar().elem::<f64>();
             Ok((
                 InFlight {

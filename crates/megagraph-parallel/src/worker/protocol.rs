@@ -87,6 +87,8 @@ pub(crate) struct WorkerSetup<B: ContextParallelBackend> {
     /// Threads of the rank's rayon pool.
     pub threads: usize,
     pub cp_mode: CpMode,
+    /// Label smoothing ε of the last stage's loss.
+    pub label_smoothing: f64,
     pub commands: Receiver<Command<B>>,
     pub replies: Sender<Reply<B>>,
 }

@@ -53,6 +53,8 @@ pub(super) struct Worker<B: ContextParallelBackend> {
     pub(super) meter: Arc<dyn MemoryMeter>,
     /// How the context group attends.
     pub(super) cp_mode: CpMode,
+    /// Label smoothing ε of the loss (last stage).
+    pub(super) label_smoothing: f64,
     commands: Receiver<Command<B>>,
     replies: Sender<Reply<B>>,
     /// Time spent waiting for pipeline messages and the all-reduce during the current step.
@@ -97,6 +99,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .meter
                 .unwrap_or_else(|| Arc::new(ThreadAllocatorMeter)),
             cp_mode: setup.cp_mode,
+            label_smoothing: setup.label_smoothing,
             commands: setup.commands,
             replies: setup.replies,
             waited: Cell::new(Duration::ZERO),

@@ -31,7 +31,8 @@ impl<B: ContextParallelBackend> MeshEngine<B> {
         let source = Arc::new(DatasetSource::new(setup.data, setup.structure_dropout));
         let mut options = TrainerOptions::new(seq_len, sequences_per_step)
             .with_optimizer(setup.optimizer)
-            .with_timeout(setup.timeout);
+            .with_timeout(setup.timeout)
+            .with_label_smoothing(setup.label_smoothing);
         if let Some(nodes) = setup.nodes {
             options = options.with_nodes(nodes);
         }

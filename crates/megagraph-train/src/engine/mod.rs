@@ -94,6 +94,8 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub data: Arc<SequenceDataset>,
     /// Structure dropout probability (0 = none).
     pub structure_dropout: f64,
+    /// Label smoothing ε of the loss (0 = plain cross-entropy).
+    pub label_smoothing: f64,
     /// The device of single-device training and of the returned model.
     pub device: B::Device,
     /// The devices of a mesh's ranks: one per rank, or one shared by every rank.

@@ -7,7 +7,7 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, GradientsParams, Optimizer};
 use burn::tensor::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_cross_entropy};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_smoothed_cross_entropy};
 use megagraph_parallel::{OptimizerRecord, trainable};
 
 use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
@@ -24,6 +24,7 @@ pub(crate) struct SingleDeviceEngine<B: AutodiffBackend> {
     optimizer: Adam<B>,
     data: Arc<SequenceDataset>,
     structure_dropout: f64,
+    label_smoothing: f64,
     device: B::Device,
     figures: RankFigures,
     attention: StepAttention,
@@ -45,6 +46,7 @@ where
             optimizer: adam,
             data: setup.data,
             structure_dropout: setup.structure_dropout,
+            label_smoothing: setup.label_smoothing,
             device: setup.device,
             figures: RankFigures::default(),
             attention: StepAttention::Full,
@@ -91,7 +93,13 @@ where
                 return Err(error);
             }
         };
-        let loss = masked_cross_entropy(logits, batch.labels, batch.train_weight, train_nodes);
+        let loss = masked_smoothed_cross_entropy(
+            logits,
+            batch.labels,
+            batch.train_weight,
+            train_nodes,
+            self.label_smoothing,
+        );
         let value = loss.clone().into_scalar().elem::<f64>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         self.model = Some(self.optimizer.step(lr, model, grads));

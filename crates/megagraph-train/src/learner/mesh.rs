@@ -131,6 +131,7 @@ where
                 record: saved,
                 data: first.data.clone(),
                 structure_dropout: first.structure_dropout.map_or(0.0, |(p, _)| p),
+                label_smoothing: learner.model().label_smoothing,
                 device: placement.devices[0].clone(),
                 rank_devices: placement.devices.clone(),
                 nodes: None,
@@ -200,7 +201,8 @@ where
             let model = running
                 .model()
                 .unwrap_or_else(|error| panic!("cannot gather the parameters from the mesh: {error}"));
-            let model = NodeClassifier::<B>::from_inner(NodeClassifier::new(model));
+            let smoothing = learner.model().label_smoothing;
+            let model = NodeClassifier::<B>::from_inner(NodeClassifier::new(model).with_label_smoothing(smoothing));
             learner.load_model(model.into_record());
         }
         processor.process_train(LearnerEvent::EndEpoch(epoch));

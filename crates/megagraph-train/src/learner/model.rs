@@ -3,7 +3,7 @@
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
-use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_cross_entropy, materialize};
+use megagraph_models::{GraphAttentionBackend, GraphTransformer, GraphTransformerConfig, masked_smoothed_cross_entropy, materialize};
 
 use super::{ScoredBatch, SequenceBatch};
 use crate::step_attention::step_logits;
@@ -13,18 +13,31 @@ use crate::step_attention::step_logits;
 /// [`ClassificationOutput`] over the batch's scored nodes, so Burn's `LossMetric`,
 /// `AccuracyMetric` and the other classification metrics apply unchanged.
 ///
-/// The loss is [`masked_cross_entropy`] over the scored nodes (the mean over them), the same as
+/// The loss is [`masked_smoothed_cross_entropy`] over the scored nodes (the mean over them) with
+/// label smoothing [`label_smoothing`](Self::label_smoothing), the same as
 /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer)'s.
 #[derive(Module, Debug)]
 pub struct NodeClassifier<B: Backend> {
     /// The Graph Transformer.
     pub model: GraphTransformer<B>,
+    /// Label smoothing ε of the loss (`[training] label_smoothing`). Default: 0.0.
+    pub label_smoothing: f64,
 }
 
 impl<B: Backend> NodeClassifier<B> {
-    /// Wraps `model`.
+    /// Wraps `model` (without label smoothing).
     pub fn new(model: GraphTransformer<B>) -> Self {
-        Self { model }
+        Self {
+            model,
+            label_smoothing: 0.0,
+        }
+    }
+
+    /// Smooths the loss's targets with ε = `smoothing` (see
+    /// [`masked_smoothed_cross_entropy`]).
+    pub fn with_label_smoothing(mut self, smoothing: f64) -> Self {
+        self.label_smoothing = smoothing;
+        self
     }
 
     /// Initializes a fresh model from `config` on `device`. Its parameters are drawn now (not
@@ -54,7 +67,13 @@ impl<B: GraphAttentionBackend> NodeClassifier<B> {
     pub fn forward_classification(&self, batch: ScoredBatch<B>) -> ClassificationOutput<B> {
         let logits = step_logits(&self.model, batch.graph, batch.sparse.as_ref())
             .unwrap_or_else(|error| panic!("sparse attention on a batch it does not fit: {error}"));
-        let loss = masked_cross_entropy(logits.clone(), batch.labels, batch.weight, batch.scored);
+        let loss = masked_smoothed_cross_entropy(
+            logits.clone(),
+            batch.labels,
+            batch.weight,
+            batch.scored,
+            self.label_smoothing,
+        );
         let [rows, seq, classes] = logits.dims();
         let output = logits.reshape([rows * seq, classes]).select(0, batch.positions);
         ClassificationOutput::new(loss, output, batch.targets)

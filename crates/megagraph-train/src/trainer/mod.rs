@@ -284,6 +284,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             record,
             data: self.data.clone(),
             structure_dropout: self.config.data.structure_dropout,
+            label_smoothing: self.config.training.label_smoothing,
             device: devices[0].clone(),
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),
