@@ -99,7 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         MegaGraphTrainer::<B>::parallel(mesh, vec![device]).with_optimizer_checkpoints(args.artifacts.join("mesh"))
     }
     .with_optimizer(optimizer);
-    trainer.check(&model_config, config.data.seq_len, args.batch_size)?;
+    trainer.check(&model_config, &data, args.batch_size)?;
     // the learner holds the trainer's optimizer, the one every rank of a mesh runs
     let learner = trainer.learner(
         NodeClassifier::<B>::init(&model_config, &device),

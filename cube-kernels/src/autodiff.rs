@@ -76,6 +76,17 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for 
             table_node,
             dense_node,
         ];
+        // The table's and the dense bias's references, held until this op's node is registered
+        // (q, k and v stay in `inputs` until then), as Burn's own ops hold their inputs: Burn
+        // 0.21's clean-up, which the end of every thread's `backward()` runs over every live
+        // graph, may free nodes that no tensor references, and a parent freed before its child
+        // is registered never gets its gradient. With these references dropped early, a Ulysses
+        // position's slice of the table (made just for this call) lost one layer's table
+        // gradient in about one run in a hundred on a cp = dp = 2 mesh.
+        let held = (
+            inputs.distance.as_ref().map(|d| d.table.rc.clone()),
+            inputs.dense.as_ref().map(|d| d.rc.clone()),
+        );
         let inner = GraphAttentionInputs::<B> {
             q: inputs.q.primitive,
             k: inputs.k.primitive,
@@ -93,12 +104,14 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for 
         let step = GraphAttentionBackward::<B> {
             _backend: PhantomData,
         };
-        match step.prepare::<C>(nodes).compute_bound().stateful() {
+        let packed = match step.prepare::<C>(nodes).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let packed = B::graph_attention_forward(inner.clone());
                 prep.finish((inner, packed.clone()), packed)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::graph_attention_forward(inner)),
-        }
+        };
+        drop(held);
+        packed
     }
 }

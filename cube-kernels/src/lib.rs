@@ -39,7 +39,7 @@ mod fusion;
 mod graph_token;
 mod index;
 mod merge;
-mod precision;
+pub mod precision;
 mod primitives;
 pub mod reference;
 mod sparse_edge;
@@ -54,4 +54,4 @@ pub use index::{
 pub use merge::merge_partials;
 pub use precision::compute_dtype;
 pub use primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
-pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, sparse_edge_attention};
+pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, join_global_token, sparse_edge_attention};

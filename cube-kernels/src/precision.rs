@@ -1,9 +1,10 @@
 //! Half-precision inputs: the op computes `f16` and `bf16` inputs in `f32`.
 //!
-//! [`widen_inputs`] casts half-precision q, k, v, table and dense bias to `f32` before a backend
+//! `widen_inputs` casts half-precision q, k, v, table and dense bias to `f32` before a backend
 //! implementation runs (other dtypes pass unchanged), so every sum, the running maximum and the
-//! log-sum-exp are `f32`; the packed forward result is then `f32`. [`narrow_grads`] casts the
-//! gradients back to the dtypes the inputs had.
+//! log-sum-exp are `f32`; the packed forward result is then `f32`. `narrow_grads` casts the
+//! gradients back to the dtypes the inputs had. [`widen`] and [`narrow`] do the same for one
+//! tensor, for callers that run the op piecewise (context parallelism's ring).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
@@ -23,7 +24,7 @@ pub fn compute_dtype(dtype: DType) -> DType {
 }
 
 /// `tensor` in its [`compute_dtype`] (unchanged, without a copy, when that is its own dtype).
-pub(crate) fn widen<B: Backend>(tensor: FloatTensor<B>) -> FloatTensor<B> {
+pub fn widen<B: Backend>(tensor: FloatTensor<B>) -> FloatTensor<B> {
     let dtype = tensor.dtype();
     let wide = compute_dtype(dtype);
     if wide == dtype {
@@ -33,8 +34,9 @@ pub(crate) fn widen<B: Backend>(tensor: FloatTensor<B>) -> FloatTensor<B> {
     }
 }
 
-/// `tensor` cast to `dtype` unless it already has it.
-fn narrow<B: Backend>(tensor: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
+/// `tensor` cast to `dtype` unless it already has it (a result computed in the
+/// [`compute_dtype`] back in its input's dtype).
+pub fn narrow<B: Backend>(tensor: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
     if tensor.dtype() == dtype {
         tensor
     } else {

@@ -67,9 +67,10 @@ impl<B: Backend> SequenceEdges<B> {
     }
 
     /// TorchGT's edges of each sequence `sequences[b]` (node ids of `graph`, at positions
-    /// `0..len`): the arcs of its induced subgraph, a self-loop per node when `self_loops`, and
-    /// with `global_token` a token at position `len` joined both ways to every node (and to
-    /// itself), so sequences need `len + 1 ≤ seq_len` positions then.
+    /// `0..len`): the arcs of its induced subgraph and a self-loop per node when `self_loops`;
+    /// with `global_token`, those edges joined to a global token at position 0
+    /// ([`join_global_token`]: node `i` moves to position `i + 1`), so sequences need
+    /// `len + 1 ≤ seq_len` positions then.
     ///
     /// # Errors
     /// [`AttentionError::EdgeOutOfRange`] when a sequence (with its token) does not fit in
@@ -103,17 +104,10 @@ impl<B: Backend> SequenceEdges<B> {
                         list.push((dst, dst));
                     }
                 }
-                if global_token {
-                    let token = members.len() as u32;
-                    for i in 0..token {
-                        list.extend([(token, i), (i, token)]);
-                    }
-                    list.push((token, token));
-                }
                 for &node in members.iter() {
                     position[node as usize] = u32::MAX;
                 }
-                list
+                if global_token { join_global_token(&list, members.len()) } else { list }
             })
             .collect();
         Self::new(&edges, seq_len, device)
@@ -128,6 +122,20 @@ impl<B: Backend> SequenceEdges<B> {
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
+}
+
+/// The edges `edges` (`(src, dst)` positions of a sequence of `len` nodes) joined to a global
+/// token at position 0, where the model's graph token (Graphormer's,
+/// `megagraph_models::encoders::GraphToken`) sits: node `i` moves to position `i + 1` (every
+/// edge moves up one position), and the token is joined both ways to each of the `len` nodes
+/// and to itself; padding past `len` stays unjoined. The one layout of TorchGT's global token, for [`SequenceEdges::induced`] and the
+/// model's sparse steps alike; build the [`SequenceEdges`] for sequences one position longer.
+pub fn join_global_token(edges: &[(u32, u32)], len: usize) -> Vec<(u32, u32)> {
+    let mut joined = Vec::with_capacity(edges.len() + 2 * len + 1);
+    joined.extend(edges.iter().map(|&(src, dst)| (src + 1, dst + 1)));
+    joined.extend((1..=len as u32).flat_map(|node| [(0, node), (node, 0)]));
+    joined.push((0, 0));
+    joined
 }
 
 /// Sparse attention over `edges`: for each head, each query attends to the keys of its incoming

@@ -5,7 +5,9 @@
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Tensor, TensorData};
 use megagraph_graph::graph::{Graph, GraphOptions};
-use megagraph_kernels::{AttentionError, NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, sparse_edge_attention};
+use megagraph_kernels::{
+    AttentionError, NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, join_global_token, sparse_edge_attention,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -147,11 +149,36 @@ fn induced_edges_join_the_members_of_a_sequence_and_the_global_token() {
     // 1-2 and 2-3 both ways
     assert_eq!(count(false, false), 4);
     assert_eq!(count(true, false), 4 + 3);
-    // the token at position 3, joined both ways to each member, and to itself
+    // the token at position 0, joined both ways to each member, and to itself
     assert_eq!(count(true, true), 4 + 3 + 2 * 3 + 1);
     // with the token a sequence of 3 needs 4 positions
     let error = SequenceEdges::<Flex>::induced(&graph, &[members], 3, false, true, &device).expect_err("no room for the token");
     assert!(matches!(error, AttentionError::EdgeOutOfRange { position: 3, seq_len: 3, .. }), "{error}");
+}
+
+#[test]
+fn the_global_token_sits_at_position_0_and_the_nodes_one_later() {
+    let joined = join_global_token(&[(0, 1), (2, 2)], 3);
+    assert_eq!(joined, vec![(1, 2), (3, 3), (0, 1), (1, 0), (0, 2), (2, 0), (0, 3), (3, 0), (0, 0)]);
+    assert_eq!(join_global_token(&[], 0), vec![(0, 0)]);
+
+    // the induced edges with the token are those edges in that one layout: the same attention
+    // on random inputs (a path 0-1-2-3-4 of which the sequence holds 3, 1, 2, one pad position)
+    let graph = Graph::from_edges(5, &[(0, 1), (1, 2), (2, 3), (3, 4)], &GraphOptions::default()).expect("graph");
+    let members: &[u32] = &[3, 1, 2];
+    let device = Default::default();
+    let induced = SequenceEdges::<Flex>::induced(&graph, &[members], 5, true, true, &device).expect("fits");
+    // positions of 3, 1, 2: 0, 1, 2; arcs 1-2 and 2-3 both ways, then a self-loop each
+    let arcs = [(1, 2), (2, 1), (0, 2), (2, 0), (0, 0), (1, 1), (2, 2)];
+    let layout = SequenceEdges::<Flex>::new(&[join_global_token(&arcs, 3)], 5, &device).expect("fits");
+    let dims = [1, 2, 5, 4];
+    let case = Case::random(dims, 0.0, 1.5, 9);
+    let tensor = |x: &[f32]| Tensor::<Flex, 4>::from_data(TensorData::new(x.to_vec(), dims), &device);
+    let attend = |edges: &SequenceEdges<Flex>| {
+        let out = sparse_edge_attention(tensor(&case.q), tensor(&case.k), tensor(&case.v), edges, None).expect("shapes");
+        out.into_data().iter::<f32>().collect::<Vec<f32>>()
+    };
+    assert_eq!(attend(&induced), attend(&layout));
 }
 
 #[test]

@@ -52,6 +52,6 @@ pub use loss::{masked_cross_entropy, masked_smoothed_cross_entropy};
 pub use materialize::materialize;
 pub use model::{GraphTransformer, GraphTransformerConfig};
 pub use preset::ModelPreset;
-pub use sparse::{SparseAttention, edges_with_graph_token};
+pub use sparse::SparseAttention;
 
 pub use megagraph_kernels::GraphAttentionBackend;

@@ -10,7 +10,8 @@ use crate::{Attend, AttendInputs};
 /// Sparse edge attention over the edges of each sequence of a batch
 /// ([`sparse_edge_attention`]): each query attends only to the keys joined to it by an edge
 /// (the sequence's induced subgraph, self-loops, optionally a global token; see
-/// [`SequenceEdges::induced`], and [`edges_with_graph_token`] for the model's graph token),
+/// [`SequenceEdges::induced`], and [`join_global_token`](megagraph_kernels::join_global_token)
+/// for the global token at the model's graph token's position 0),
 /// with TorchGT's clamped exponential instead of a softmax.
 ///
 /// The distance bias and the key mask of [`AttendInputs::bias`] are not used: a padded
@@ -32,20 +33,6 @@ impl<B: Backend> SparseAttention<B> {
     pub fn edges(&self) -> &SequenceEdges<B> {
         &self.edges
     }
-}
-
-/// The edges `edges` (`(src, dst)` positions of a sequence of `len` nodes) on the positions the
-/// layers see with the model's graph token ([`GraphToken`](crate::encoders::GraphToken)): the
-/// token at position 0 and node `i` at `i + 1`. Every edge moves up one position, and the token
-/// is joined both ways to each of the `len` nodes and to itself, TorchGT's global token where
-/// the model's token sits; padding past `len` stays unjoined. Build the
-/// [`SequenceEdges`] for sequences one position longer.
-pub fn edges_with_graph_token(edges: &[(u32, u32)], len: usize) -> Vec<(u32, u32)> {
-    let mut joined = Vec::with_capacity(edges.len() + 2 * len + 1);
-    joined.extend(edges.iter().map(|&(src, dst)| (src + 1, dst + 1)));
-    joined.extend((1..=len as u32).flat_map(|node| [(0, node), (node, 0)]));
-    joined.push((0, 0));
-    joined
 }
 
 impl<B: Backend> Attend<B> for SparseAttention<B> {

@@ -1,5 +1,5 @@
 //! Sparse edge attention with Graphormer's graph token as TorchGT's global token
-//! ([`edges_with_graph_token`]) against a float64 dense-masked computation in which every node
+//! ([`join_global_token`]) against a float64 dense-masked computation in which every node
 //! attends to the token and the token to every node: a layer's output and the gradient of the
 //! token's embedding, and the whole model's logits with the float64 core in place of the
 //! sparse one. Fresh random inputs and edges on every run.
@@ -8,11 +8,10 @@ use burn::backend::{Autodiff, Flex};
 use burn::module::Param;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
-use megagraph_kernels::{AttentionError, DistanceBias, SequenceEdges};
+use megagraph_kernels::{AttentionError, DistanceBias, SequenceEdges, join_global_token};
 use megagraph_models::encoders::{GraphToken, GraphTokenConfig};
 use megagraph_models::{
-    Attend, AttendInputs, GraphAttention, GraphAttentionConfig, GraphBatch, NodeInput, SparseAttention,
-    edges_with_graph_token, spatial_bias,
+    Attend, AttendInputs, GraphAttention, GraphAttentionConfig, GraphBatch, NodeInput, SparseAttention, spatial_bias,
 };
 
 mod common;
@@ -88,7 +87,7 @@ impl Problem {
             .edges
             .iter()
             .zip(LENS)
-            .map(|(edges, len)| edges_with_graph_token(edges, len))
+            .map(|(edges, len)| join_global_token(edges, len))
             .collect();
         SparseAttention::new(SequenceEdges::new(&lists, WIDE, &Default::default()).unwrap_or_else(|e| panic!("{e}")))
     }
@@ -178,16 +177,6 @@ fn sparse_layer<BK: megagraph_models::GraphAttentionBackend>(
     attention
         .forward_with(token.prepend(problem.nodes()), unread_bias(), &problem.sparse(), 0)
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-#[test]
-fn the_token_edges_shift_the_nodes_and_join_the_token_both_ways() {
-    let joined = edges_with_graph_token(&[(0, 1), (2, 2)], 3);
-    assert_eq!(
-        joined,
-        vec![(1, 2), (3, 3), (0, 1), (1, 0), (0, 2), (2, 0), (0, 3), (3, 0), (0, 0)]
-    );
-    assert_eq!(edges_with_graph_token(&[], 0), vec![(0, 0)]);
 }
 
 #[test]

@@ -1,12 +1,14 @@
 //! Ulysses attention over `cp` positions equals the attention op on the whole sequence, and
-//! gives the ring's gradients: outputs and the gradients of q, k, v and the bias table.
+//! gives the ring's gradients: outputs and the gradients of q, k, v and the bias table. With
+//! `f16` and `bf16` inputs both return the output and the gradients in the inputs' dtype, as
+//! the op does on one device, and match it.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 use common::{B, Inner, Rng, relative};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
 use megagraph_models::AttendInputs;
@@ -29,6 +31,8 @@ struct Case {
     padding: Vec<bool>,
     /// Weights of the output in the loss, `[batch, heads, seq, head_dim]`.
     out_weight: Vec<f32>,
+    /// The dtype of q, k, v and the table (the values above rounded to it).
+    dtype: DType,
 }
 
 impl Case {
@@ -54,6 +58,7 @@ impl Case {
             table,
             padding,
             out_weight,
+            dtype: DType::F32,
         }
     }
 }
@@ -68,6 +73,11 @@ struct Results {
     dtable: Vec<f32>,
     /// Bytes the positions sent to each other (counted by their endpoints), summed.
     sent_bytes: u64,
+    /// The dtypes of the output and of the gradients of q, k, v and the table.
+    dtypes: Vec<DType>,
+    /// The scale of the table gradient's terms: the sum over positions of their gradients'
+    /// magnitudes (a sum of terms that may cancel is accurate relative to it).
+    dtable_scale: Vec<f32>,
 }
 
 fn host<const D: usize>(t: Tensor<Inner, D>) -> Vec<f32> {
@@ -120,13 +130,14 @@ fn leaves(case: &Case, range: std::ops::Range<usize>) -> Leaves {
         )
     };
     Leaves {
-        q: t4(&case.q).require_grad(),
-        k: t4(&case.k).require_grad(),
-        v: t4(&case.v).require_grad(),
+        q: t4(&case.q).cast(case.dtype).require_grad(),
+        k: t4(&case.k).cast(case.dtype).require_grad(),
+        v: t4(&case.v).cast(case.dtype).require_grad(),
         table: Tensor::<B, 2>::from_data(
             TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
             &device,
         )
+        .cast(case.dtype)
         .require_grad(),
         weight: t4(&case.out_weight),
     }
@@ -177,20 +188,26 @@ const OPTIONS: AttentionOptions = AttentionOptions {
 
 /// Output and gradients of `output` under the weighted-sum loss.
 fn results(leaves: &Leaves, output: Tensor<B, 4>) -> Results {
-    let grads = (output.clone() * leaves.weight.clone()).sum().backward();
-    let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
+    let grads = (output.clone().cast(DType::F32) * leaves.weight.clone())
+        .sum()
+        .backward();
+    let grad4 = |t: &Tensor<B, 4>| t.grad(&grads).unwrap_or_else(|| panic!("no gradient"));
+    let (dq, dk, dv) = (grad4(&leaves.q), grad4(&leaves.k), grad4(&leaves.v));
+    let dtable = leaves
+        .table
+        .grad(&grads)
+        .unwrap_or_else(|| panic!("no table gradient"));
+    let dtypes = vec![output.dtype(), dq.dtype(), dk.dtype(), dv.dtype(), dtable.dtype()];
+    let dtable = host(dtable);
     Results {
         output: host(output.inner()),
-        dq: grad(&leaves.q),
-        dk: grad(&leaves.k),
-        dv: grad(&leaves.v),
-        dtable: host(
-            leaves
-                .table
-                .grad(&grads)
-                .unwrap_or_else(|| panic!("no table gradient")),
-        ),
+        dq: host(dq),
+        dk: host(dk),
+        dv: host(dv),
+        dtable_scale: dtable.iter().map(|x| x.abs()).collect(),
+        dtable,
         sent_bytes: 0,
+        dtypes,
     }
 }
 
@@ -235,7 +252,9 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
                     let range = ring.position() * block..(ring.position() + 1) * block;
                     let leaves = leaves(&case, range.clone());
                     let bias = bias(&case, leaves.table.clone(), range.clone(), range);
-                    let output = ring_attention(leaves.inputs(bias), &ring, call)?.output;
+                    let attended = ring_attention(leaves.inputs(bias), &ring, call)?;
+                    assert_eq!(attended.lse.dtype(), DType::F32, "the log-sum-exp stays f32");
+                    let output = attended.output;
                     // forward and backward first, then what they sent
                     let results = results(&leaves, output);
                     let results = Results {
@@ -286,12 +305,15 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
         }
         all
     };
-    let mut dtable = vec![0.0; BUCKETS * HEADS];
+    let (mut dtable, mut dtable_scale) = (vec![0.0; BUCKETS * HEADS], vec![0.0; BUCKETS * HEADS]);
     for part in &parts {
-        for (acc, x) in dtable.iter_mut().zip(&part.dtable) {
+        for ((acc, scale), x) in dtable.iter_mut().zip(&mut dtable_scale).zip(&part.dtable) {
             *acc += x;
+            *scale += x.abs();
         }
     }
+    let dtypes = parts[0].dtypes.clone();
+    assert!(parts.iter().all(|p| p.dtypes == dtypes), "{mode:?}: positions disagree on dtypes");
     Ok(Results {
         output: merge(&|p| &p.output),
         dq: merge(&|p| &p.dq),
@@ -299,6 +321,8 @@ fn parallel(case: &Arc<Case>, cp: usize, mode: Mode) -> Result<Results, Parallel
         dv: merge(&|p| &p.dv),
         dtable,
         sent_bytes: parts.iter().map(|p| p.sent_bytes).sum(),
+        dtypes,
+        dtable_scale,
     })
 }
 
@@ -340,6 +364,50 @@ fn ulysses_equals_the_op_on_the_whole_sequence_and_the_ring() {
             assert!(ring.sent_bytes > ulysses.sent_bytes, "{} vs {}", ring.sent_bytes, ulysses.sent_bytes);
         }
     }
+}
+
+/// `f16` and `bf16` q, k, v and table on the ring (cp = 2) and Ulysses (cp = 2): the output and
+/// every gradient come back in the inputs' dtype, as on one device, and match one device
+/// within the bound of the op's half-precision tests (`cube-kernels/tests/half_precision.rs`):
+/// each is an `f32` computation rounded once to the half type, so they differ by at most the
+/// unit roundoff `u` (`2⁻¹¹` for `f16`, `2⁻⁸` for `bf16`) plus the `f32` tolerance, norm-wise
+/// (the table gradient relative to the scale of its terms, which the positions sum).
+#[test]
+fn half_inputs_come_back_in_their_dtype_and_match_one_device() {
+    for (dtype, unit_roundoff) in [(DType::F16, 2f64.powi(-11)), (DType::BF16, 2f64.powi(-8))] {
+        // the largest error against one device, in units of the unit roundoff
+        let mut worst = 0.0f64;
+        let case = Arc::new(Case {
+            dtype,
+            ..Case::new(5)
+        });
+        let expected = whole(&case);
+        assert_eq!(expected.dtypes, vec![dtype; 5], "one device");
+        let bound = unit_roundoff + 1e-5;
+        for mode in [Mode::Ring, Mode::Ulysses] {
+            let got = parallel(&case, 2, mode).unwrap_or_else(|e| panic!("{mode:?} {dtype:?}: {e}"));
+            assert_eq!(got.dtypes, vec![dtype; 5], "{mode:?}: output, dq, dk, dv, dtable");
+            for (name, a, b) in [
+                ("output", &got.output, &expected.output),
+                ("dq", &got.dq, &expected.dq),
+                ("dk", &got.dk, &expected.dk),
+                ("dv", &got.dv, &expected.dv),
+            ] {
+                let rel = relative(a, b);
+                worst = worst.max(rel / unit_roundoff);
+                assert!(rel <= bound, "{mode:?} {dtype:?}: {name} differs by {rel:e} > {bound:e}");
+            }
+            let scale: Vec<f32> = got.dtable_scale.iter().zip(&expected.dtable_scale).map(|(a, b)| a.max(*b)).collect();
+            let rel = relative(&got.dtable, &expected.dtable) * norm(&expected.dtable) / norm(&scale);
+            worst = worst.max(rel / unit_roundoff);
+            assert!(rel <= bound, "{mode:?} {dtype:?}: dtable differs by {rel:e} of its terms' scale > {bound:e}");
+        }
+        println!("{dtype:?}: largest norm-wise difference from one device {worst:.3} u (bound 1 u + 1e-5)");
+    }
+}
+
+fn norm(x: &[f32]) -> f64 {
+    x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt().max(1e-12)
 }
 
 #[test]

@@ -54,6 +54,11 @@ impl AttentionSchedule {
         self.config.mode
     }
 
+    /// The `[attention]` section the schedule follows.
+    pub fn config(&self) -> &AttentionConfig {
+        &self.config
+    }
+
     /// The steps of an epoch of `steps` steps that run full attention: all of them in `full`
     /// mode, none in `sparse` mode, and `switch_freq` evenly spaced ones in `interleaved` mode
     /// ([`full_attention_steps`]).

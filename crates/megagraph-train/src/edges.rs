@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 
 use burn::tensor::backend::Backend;
 use megagraph_graph::sequence::{BlockReform, cluster_parts, reform_edges};
-use megagraph_kernels::SequenceEdges;
-use megagraph_models::edges_with_graph_token;
+use megagraph_kernels::{SequenceEdges, join_global_token};
 use rayon::prelude::*;
 
+use crate::attention::AttentionConfig;
 use crate::data::SequenceDataset;
 use crate::error::{Result, TrainError};
 
@@ -46,6 +46,24 @@ impl SequenceDataset {
     /// The cluster sizes of each sequence after [`reorder_clusters`](Self::reorder_clusters).
     pub fn cluster_sizes(&self) -> Option<&[Vec<usize>]> {
         self.cluster_sizes.as_deref()
+    }
+
+    /// Checks that these sequences give `attention` what it reads: reformation
+    /// (`block_reform`) needs the sequences reordered into clusters. The command line's loop and
+    /// [`MegaGraphTrainer::check`](crate::MegaGraphTrainer::check) both run it before training.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::InvalidConfig`] naming `attention.block_reform` when it is set and the
+    /// sequences were not reordered.
+    pub fn check_attention(&self, attention: &AttentionConfig) -> Result<()> {
+        if attention.block_reform && self.cluster_sizes.is_none() {
+            return Err(TrainError::InvalidConfig {
+                field: "attention.block_reform",
+                reason: "needs the sequences reordered into clusters (prepare() does it with attention.reorder; or SequenceDataset::reorder_clusters)".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The edges `(src, dst)` (positions) that sparse attention attends over in sequence
@@ -104,7 +122,7 @@ impl SequenceDataset {
 
     /// [`sequence_edges`](Self::sequence_edges) of the sequences `indices`, as a batch on
     /// `device` (positions of `seq_len`-long sequences). With `graph_token` the positions are
-    /// those of a model with Graphormer's graph token ([`edges_with_graph_token`]: the token at
+    /// those of a model with Graphormer's graph token ([`join_global_token`]: the token at
     /// position 0 joined both ways to every node, `seq_len + 1` positions).
     ///
     /// # Errors
@@ -121,7 +139,7 @@ impl SequenceDataset {
             .par_iter()
             .map(|&index| {
                 let edges = self.sequence_edges(index, reform)?;
-                Ok(if graph_token { edges_with_graph_token(&edges, self.sequences[index].len()) } else { edges })
+                Ok(if graph_token { join_global_token(&edges, self.sequences[index].len()) } else { edges })
             })
             .collect::<Result<Vec<_>>>()?;
         let seq_len = self.seq_len + usize::from(graph_token);

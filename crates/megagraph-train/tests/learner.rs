@@ -293,7 +293,7 @@ fn a_parallel_mesh_trains_like_one_device() {
         let model_config = setup
             .config
             .model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
-        trainer.check(&model_config, setup.config.data.seq_len, 2).expect("the mesh fits");
+        trainer.check(&model_config, &setup.data, 2).expect("the mesh fits");
         let learner = learner(&setup, &trainer, 0.01, epochs);
         let parallel = setup
             .training(dir.path(), None)
@@ -519,4 +519,37 @@ fn label_smoothing_reaches_the_learner_the_command_line_loop_and_the_mesh() {
     }
     // the same first step without smoothing has another loss: the checks above can fail
     assert!((plain[0] - cli[0]).abs() > 1e-3, "smoothing changed nothing: {plain:?} vs {cli:?}");
+}
+
+/// Reformation reads the clusters of the sequences' reordering: `check` refuses a dataset
+/// prepared without them, naming `attention.block_reform` as the command line's loop does,
+/// where `fit` would panic at the first batch; on a reordered dataset it passes and the learner
+/// trains with reformed sparse steps.
+#[test]
+fn check_refuses_reformation_on_sequences_not_reordered() {
+    use megagraph_train::{AttentionMode, TrainError};
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut config = tiny_config();
+    config.attention.mode = AttentionMode::Sparse;
+    let unordered = Setup::new(config.clone());
+    config.attention.reorder = true;
+    config.attention.clusters = 4;
+    config.attention.block_reform = true;
+    let trainer = single_device()
+        .with_attention(config.attention.clone(), config.training.seed)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let d = &unordered.data.dataset;
+    let model_config = config.model_config(d.features.as_ref().map(|f| f.dim), d.graph.num_nodes(), d.num_classes);
+    let refused = trainer.check(&model_config, &unordered.data, 2).err();
+    assert!(
+        matches!(refused, Some(TrainError::InvalidConfig { field: "attention.block_reform", .. })),
+        "{refused:?}"
+    );
+
+    // prepare() reorders the sequences under attention.reorder
+    let reordered = Setup::new(config);
+    trainer.check(&model_config, &reordered.data, 2).unwrap_or_else(|e| panic!("{e}"));
+    let (loss, _, rows) = learner_history(&reordered, trainer, 1);
+    assert!(loss[0].is_finite(), "{loss:?}");
+    assert_eq!(rows, 0, "sparse steps build no distance rows");
 }

@@ -26,7 +26,9 @@ use crate::ParallelError;
 /// - `bias.dense`: not supported
 /// - returns the output `[batch, heads, block, head_dim]` and log-sum-exp `[batch, heads, block]`
 ///   over all keys, equal to [`graph_attention`](megagraph_kernels::graph_attention) on the whole
-///   sequence restricted to this block's rows.
+///   sequence restricted to this block's rows; like it, `f16` and `bf16` inputs are computed in
+///   `f32`, and the output and the gradients come back in the inputs' dtype, the log-sum-exp in
+///   `f32`.
 ///
 /// Every position of `ring` must make the same calls, in the same order, with the same `call`.
 /// Differentiable in `q`, `k`, `v` and the table; the backward pass communicates over the ring
@@ -132,6 +134,7 @@ pub fn ring_attention<B: ContextParallelBackend>(
     if !scale.is_finite() {
         return Err(fail(AttentionError::NonFiniteScale(scale)));
     }
+    let dtype = q.dtype();
     let inputs = GraphAttentionInputs::<B> {
         q: primitive(q),
         k: primitive(k),
@@ -147,5 +150,10 @@ pub fn ring_attention<B: ContextParallelBackend>(
         block_size: options.block_size,
     };
     let packed: Tensor<B, 4> = float(B::ring_attention_packed(inputs, ring, call)?);
-    Ok(unpack(packed))
+    let mut result = unpack(packed);
+    if result.output.dtype() != dtype {
+        // half-precision inputs: computed in f32, output in their dtype (as on one device)
+        result.output = result.output.cast(dtype);
+    }
+    Ok(result)
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::ops::{Backward, OpsKind};
+use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
+use megagraph_kernels::precision::widen;
 use megagraph_kernels::{
     DistanceBiasPrimitive, GraphAttentionAutodiffBackend, GraphAttentionBackend,
     GraphAttentionInputs,
@@ -31,7 +33,9 @@ pub trait ContextParallelBackend: GraphAttentionAutodiffBackend + UlyssesBackend
     /// (`[batch, block, block * ring size]`; the column offset is set per hop) with the table,
     /// and its key padding mask (`[batch, block]`). Returns the packed
     /// `[batch, heads, block, head_dim + 1]` result (output, then log-sum-exp), like
-    /// [`GraphAttentionBackend::graph_attention_forward`].
+    /// [`GraphAttentionBackend::graph_attention_forward`]: in the
+    /// [`compute_dtype`](megagraph_kernels::compute_dtype) of the inputs (`f32` for `f16` and
+    /// `bf16`), with the gradients in the inputs' dtypes.
     ///
     /// # Errors
     ///
@@ -68,13 +72,21 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
             inputs.v.node.clone(),
             distance.table.node.clone(),
         ];
+        let dtypes = [
+            inputs.q.primitive.dtype(),
+            inputs.k.primitive.dtype(),
+            inputs.v.primitive.dtype(),
+            distance.table.primitive.dtype(),
+        ];
+        // half-precision inputs are computed in f32 (`compute_dtype`), as on one device: q and
+        // the table here, k and v per hop (they travel the ring in their own dtype)
         let inner = GraphAttentionInputs::<B> {
-            q: inputs.q.primitive,
+            q: widen::<B>(inputs.q.primitive),
             k: inputs.k.primitive,
             v: inputs.v.primitive,
             distance: Some(DistanceBiasPrimitive {
                 index: distance.index.cast(),
-                table: distance.table.primitive,
+                table: widen::<B>(distance.table.primitive),
                 column_offset: 0,
             }),
             dense: None,
@@ -94,6 +106,7 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
                     packed: packed.clone(),
                     ring: ring.clone(),
                     call,
+                    dtypes,
                 };
                 prep.finish(state, packed)
             }

@@ -8,7 +8,8 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::Tensor;
+use burn::tensor::{DType, Tensor};
+use megagraph_kernels::precision::{narrow, widen};
 use megagraph_kernels::{GraphAttentionBackend, GraphAttentionInputs};
 
 use super::endpoint::RingEndpoint;
@@ -31,6 +32,9 @@ pub(super) struct RingState<B: Backend> {
     pub(super) packed: FloatTensor<B>,
     pub(super) ring: Arc<RingEndpoint<B>>,
     pub(super) call: RingCall,
+    /// The dtypes of q, k, v and the table as the caller gave them: their gradients, summed in
+    /// the compute dtype over the hops, are cast back to these.
+    pub(super) dtypes: [DType; 4],
 }
 
 impl<B: GraphAttentionBackend> Backward<B, 4> for RingAttentionBackward<B> {
@@ -49,6 +53,7 @@ impl<B: GraphAttentionBackend> Backward<B, 4> for RingAttentionBackward<B> {
             packed,
             ring,
             call,
+            dtypes,
         } = ops.state;
         let zeros = zero_grads(&inputs);
         let result = match ring_backward(inputs, packed, packed_grad, &ring, call) {
@@ -58,14 +63,15 @@ impl<B: GraphAttentionBackend> Backward<B, 4> for RingAttentionBackward<B> {
                 zeros
             }
         };
-        for (node, grad) in [
+        let parents = [
             (node_q, result.q),
             (node_k, result.k),
             (node_v, result.v),
             (node_table, result.table),
-        ] {
+        ];
+        for ((node, grad), dtype) in parents.into_iter().zip(dtypes) {
             if let Some(node) = node {
-                grads.register::<B>(node.id, grad);
+                grads.register::<B>(node.id, narrow::<B>(grad, dtype));
             }
         }
     }
@@ -79,8 +85,9 @@ struct RingGrads<B: Backend> {
     table: FloatTensor<B>,
 }
 
+/// Zero gradients of `inputs` in their compute dtype (the hops' sums run in it).
 fn zero_grads<B: Backend>(inputs: &GraphAttentionInputs<B>) -> RingGrads<B> {
-    let zeros4 = |t: &FloatTensor<B>| primitive(float::<B, 4>(t.clone()).zeros_like());
+    let zeros4 = |t: &FloatTensor<B>| widen::<B>(primitive(float::<B, 4>(t.clone()).zeros_like()));
     let table = inputs.distance.as_ref().map_or_else(
         || primitive(Tensor::<B, 2>::zeros([1, 1], &B::float_device(&inputs.q))),
         |d| primitive(float::<B, 2>(d.table.clone()).zeros_like()),

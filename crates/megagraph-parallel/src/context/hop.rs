@@ -3,14 +3,16 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
+use megagraph_kernels::precision::widen;
 use megagraph_kernels::{DistanceBiasPrimitive, GraphAttentionInputs};
 
 use super::message::Block;
 use super::packed::float;
 use crate::ParallelError;
 
-/// The inputs of the op for `block`: this position's queries and index rows, the block's keys,
-/// values and mask, and the index columns of the block's owner.
+/// The inputs of the op for `block`: this position's queries and index rows, the block's keys
+/// and values (in their [`compute_dtype`](megagraph_kernels::compute_dtype), as the local
+/// queries and table are) and mask, and the index columns of the block's owner.
 pub(super) fn hop_inputs<B: Backend>(
     local: &GraphAttentionInputs<B>,
     block: &Block<B>,
@@ -20,8 +22,8 @@ pub(super) fn hop_inputs<B: Backend>(
     let block_len = float::<B, 4>(local.q.clone()).dims()[2];
     GraphAttentionInputs {
         q: local.q.clone(),
-        k,
-        v,
+        k: widen::<B>(k),
+        v: widen::<B>(v),
         distance: local.distance.as_ref().map(|d| DistanceBiasPrimitive {
             index: d.index.clone(),
             table: d.table.clone(),

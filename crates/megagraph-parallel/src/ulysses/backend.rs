@@ -11,7 +11,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
 
 use super::endpoint::UlyssesEndpoint;
 use super::message::{Exchanged, Phase, UlyssesTag};
@@ -105,6 +105,7 @@ impl<B: Backend> Backward<B, 1> for AllToAllBackward<B> {
             input_shape,
         } = ops.state;
         let device = B::float_device(&grad);
+        let dtype = grad.dtype();
         let reversed = UlyssesTag {
             phase: Phase::Backward,
             ..tag
@@ -114,6 +115,7 @@ impl<B: Backend> Backward<B, 1> for AllToAllBackward<B> {
             Err(error) => {
                 endpoint.record_failure(error);
                 Tensor::<B, 4>::zeros(input_shape, &device)
+                    .cast(dtype)
                     .into_primitive()
                     .tensor()
             }

@@ -15,13 +15,14 @@ use burn_train::{
     ValidLoader,
 };
 use megagraph_models::{GraphAttentionBackend, GraphTransformerConfig};
-use megagraph_parallel::{ContextParallelBackend, ParallelConfig, ParallelConfigError, padded_len};
+use megagraph_parallel::{ContextParallelBackend, ParallelConfig, padded_len};
 
 use super::NodeClassifier;
 use super::epoch::{EpochScope, drain, train_epoch, valid_epoch};
 use super::mesh::MeshEpochs;
 use crate::attention::{AttentionConfig, AttentionMode};
 use crate::attention_schedule::AttentionSchedule;
+use crate::data::SequenceDataset;
 use crate::error::{Result, TrainError};
 
 /// Where a [`MegaGraphTrainer`] runs the training steps.
@@ -79,7 +80,8 @@ pub struct ParallelPlacement<B: AutodiffBackend> {
 /// rank fails, the ranks' optimizer state cannot be saved or read back, or a batch's sparse
 /// attention cannot be built (reformation on a dataset whose sequences were not reordered into
 /// clusters), with the cause in the message: burn-train strategies return no errors. Call
-/// [`check`](Self::check) first to catch a configuration that does not fit.
+/// [`check`](Self::check) first: it returns those configurations that do not fit the model or
+/// the data as typed errors.
 #[derive(Clone, Debug)]
 pub struct MegaGraphTrainer<B: AutodiffBackend> {
     placement: Placement<B>,
@@ -206,19 +208,29 @@ impl<B: AutodiffBackend> MegaGraphTrainer<B> {
         self
     }
 
-    /// Checks a parallel placement against a model, the sequence length and the batch size
-    /// (sequences per step) before training; a single device always passes. Training under a
-    /// configuration that does not fit panics when the mesh starts.
+    /// Checks this strategy against a model, the dataset its loaders read and the batch size
+    /// (sequences per step) before training: what the attention
+    /// ([`with_attention`](Self::with_attention)) needs of the data, as the command line's loop
+    /// checks it, and whether a parallel placement fits (a single device always does). Training under a configuration that does
+    /// not pass panics in `fit` (burn-train strategies return no errors).
     ///
     /// # Errors
     ///
-    /// The first mismatch, e.g. a `dp` that does not divide the batch size.
-    pub fn check(&self, model: &GraphTransformerConfig, seq_len: usize, batch_size: usize) -> Result<(), ParallelConfigError> {
+    /// [`TrainError::InvalidConfig`] naming `attention.block_reform` when the attention reforms
+    /// the edges into tiles but `data`'s sequences were not reordered into clusters
+    /// ([`SequenceDataset::check_attention`]); [`TrainError::Parallel`] with the mesh's first
+    /// mismatch, e.g. a `dp` that does not divide the batch size.
+    pub fn check(&self, model: &GraphTransformerConfig, data: &SequenceDataset, batch_size: usize) -> Result<()> {
+        if let Some(attention) = &self.attention {
+            data.check_attention(attention.config())?;
+        }
         match &self.placement {
             Placement::SingleDevice(_) => Ok(()),
             Placement::Parallel(parallel) => {
                 let config = &parallel.config;
-                config.validate(model.num_layers, padded_len(seq_len, config.cp), batch_size)
+                config
+                    .validate(model.num_layers, padded_len(data.seq_len, config.cp), batch_size)
+                    .map_err(|error| TrainError::Parallel(error.into()))
             }
         }
     }

@@ -214,12 +214,7 @@ impl<'a> NodeClassificationTrainer<'a> {
                 ),
             });
         }
-        if attention.block_reform && self.data.cluster_sizes().is_none() {
-            return Err(TrainError::InvalidConfig {
-                field: "attention.block_reform",
-                reason: "needs the sequences reordered into clusters (prepare() does it with attention.reorder; or SequenceDataset::reorder_clusters)".into(),
-            });
-        }
+        self.data.check_attention(attention)?;
         // sparse steps join a graph token where the model has one
         let graph_token = start.model.graph_token.is_some();
         let mut engine = self.start_engine(layout, start.model, start.record, devices)?;
