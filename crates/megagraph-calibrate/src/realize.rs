@@ -273,6 +273,7 @@ impl SyntheticSource {
             padding: Tensor::<B, 2>::zeros([n, b], device).equal_elem(1.0),
             labels: ints(&self.labels),
             weight: Tensor::from_data(TensorData::new(repeat_rows(&self.weight, &rows, 1, n), [n, b]), device),
+            edge_paths: None,
         })
     }
 }
