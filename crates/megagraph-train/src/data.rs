@@ -390,7 +390,6 @@ impl SequenceDataset {
     /// The batch of the sequences `indices` from their whole-sequence `block`, with the edge
     /// paths when batches carry them.
     fn node_batch<B: Backend>(&self, indices: &[usize], block: NodeBlock<B>, device: &B::Device) -> NodeBatch<B> {
-        let seq = self.seq_len;
         let NodeBlock { block, nodes } = block;
         let edge_paths = self.edge_paths.then(|| self.sequence_edge_paths(indices, device));
         NodeBatch {
