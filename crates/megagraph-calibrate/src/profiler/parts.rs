@@ -1,5 +1,6 @@
 //! One timed forward and backward pass of a profiled part on the real Burn modules.
 
+use crate::edges::SequenceEdges;
 use crate::realize::{SplitMix, init_model, random_buckets};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -89,10 +90,19 @@ impl<B: ContextParallelBackend> PartBench<B> {
                 let features = self.random([1, n, self.shape.feature_dim], false);
                 let in_degree = self.random_ints(n, self.shape.degree_buckets);
                 let out_degree = self.random_ints(n, self.shape.degree_buckets);
+                // with an edge encoding: the dense bias of one sequence of n nodes (n² pairs),
+                // as the embedding stage computes it once per sequence
+                let (hops, edge_dim) = (self.shape.edge_hops(), self.shape.edge_feature_dim);
+                let paths = (edge_dim > 0)
+                    .then(|| SequenceEdges::draw(&mut self.rng, n, hops.max(1), edge_dim).batch::<B>(1, &self.device));
                 Box::new(move |model| {
                     let x = model.input.forward(NodeInput::Features(features))
                         + model.centrality.forward(in_degree, out_degree);
-                    Ok((x.sum(), Vec::new()))
+                    let mut loss = x.sum();
+                    if let (Some(encoding), Some(paths)) = (&model.edge_encoding, &paths) {
+                        loss = loss + encoding.forward(paths)?.sum();
+                    }
+                    Ok((loss, Vec::new()))
                 })
             }
             ProfiledPart::LayerDense => {
