@@ -4,7 +4,7 @@
 //!
 //! The model: `L` layers (default 8), 8 heads, hidden 64 (FFN 64), 16 random input features,
 //! 16 classes, and an edge encoding over `E` edge features (default 16) along paths of up to
-//! `D` hops (default 8): stage 0 builds the `[heads, S, S]` bias of every sequence (a gather of
+//! `D` hops (default 4): stage 0 builds the `[heads, S, S]` bias of every sequence (a gather of
 //! `S² · D` projected edges), the later stage receives it with the activations. The data:
 //! [`SyntheticSource`], one random sequence of `S` nodes (default 512) with random paths, 8
 //! sequences per step in 4 micro-batches.
@@ -16,7 +16,8 @@
 //! 2. trains 1 warm-up step and `MEGAGRAPH_BENCH_STEPS` measured steps (default 5) with the
 //!    naive even split and with the planner's split, and reports the median time per step,
 //!    each stage's peak memory (counted per worker thread by [`CountingAllocator`]) and busy
-//!    time, and the planner's prediction of each.
+//!    time, and the planner's prediction of each: for this machine (its ranks share the cores,
+//!    so a stage runs faster while the other waits) and for ranks on devices of their own.
 //!
 //! Run: `cargo bench --bench table_one`. `MEGAGRAPH_BENCH_SEQ_LEN`, `MEGAGRAPH_BENCH_LAYERS`,
 //! `MEGAGRAPH_BENCH_MAX_DISTANCE` and `MEGAGRAPH_BENCH_EDGE_DIM` change the sizes. Ranks run as
@@ -59,7 +60,7 @@ fn shape() -> ModelShape {
         ffn_hidden: 64,
         feature_dim: 16,
         num_classes: 16,
-        distance_buckets: env_or("MEGAGRAPH_BENCH_MAX_DISTANCE", 8) + 2,
+        distance_buckets: env_or("MEGAGRAPH_BENCH_MAX_DISTANCE", 4) + 2,
         degree_buckets: 65,
         key_tile: 128,
         edge_feature_dim: env_or("MEGAGRAPH_BENCH_EDGE_DIM", 16),
@@ -73,6 +74,9 @@ struct Row {
     /// Median seconds per measured step.
     step_seconds: f64,
     predicted_seconds: f64,
+    /// The planner's prediction with every rank on a device of its own (no sharing ratios,
+    /// backward passes independent).
+    dedicated_seconds: f64,
     /// Per stage: the largest peak bytes over the measured steps.
     peak_bytes: Vec<usize>,
     predicted_peak_bytes: Vec<u64>,
@@ -147,6 +151,7 @@ fn row(split: Vec<usize>, label: &'static str, outputs: &[StepOutput], predicted
         label,
         step_seconds: seconds.get(seconds.len() / 2).copied().unwrap_or(f64::NAN),
         predicted_seconds: predicted.0,
+        dedicated_seconds: f64::NAN,
         peak_bytes: (0..split.len())
             .map(|s| per_stage(s).filter_map(|r| r.peak_bytes).max().unwrap_or(0))
             .collect(),
@@ -210,7 +215,16 @@ fn main() -> Result<(), String> {
     let balanced = planner_split(&shape, &workload, &cluster, &profile)?;
     let naive = vec![layers / 2, layers - layers / 2];
     println!("planner's pp = 2 split: {balanced:?} (naive: {naive:?})");
-    let predict = |split: &[usize]| -> Result<(f64, Vec<u64>), String> {
+    // the same profile and links, each rank on a device of its own
+    let dedicated_cluster = ClusterSpec {
+        backward_waits_for_other_ranks: false,
+        ..cluster.clone()
+    };
+    let dedicated_profile = megagraph_planner::ProfileTable {
+        solo: None,
+        ..profile.clone()
+    };
+    let predict = |cluster: &ClusterSpec, profile: &megagraph_planner::ProfileTable, split: &[usize]| {
         let config = ParallelConfig {
             pp: 2,
             cp: 1,
@@ -219,16 +233,9 @@ fn main() -> Result<(), String> {
             stage_layers: split.to_vec(),
             cp_mode: CpMode::Ring,
         };
-        let evaluation = evaluate(
-            &cluster,
-            &shape,
-            &workload,
-            &profile,
-            &config,
-            &SearchOptions::default(),
-        )
-        .map_err(|e| e.to_string())?;
-        Ok((
+        let evaluation = evaluate(cluster, &shape, &workload, profile, &config, &SearchOptions::default())
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((
             evaluation.plan.predicted.step_seconds,
             evaluation.memory.iter().map(|m| m.total()).collect(),
         ))
@@ -236,21 +243,26 @@ fn main() -> Result<(), String> {
     let mut rows = Vec::new();
     for (split, label) in [(naive, "naive (even)"), (balanced, "balanced (planner)")] {
         let outputs = measure(&shape, seq_len, &split, steps)?;
-        let predicted = predict(&split)?;
-        rows.push(row(split, label, &outputs, predicted));
+        let predicted = predict(&cluster, &profile, &split)?;
+        let dedicated = predict(&dedicated_cluster, &dedicated_profile, &split)?.0;
+        rows.push(Row {
+            dedicated_seconds: dedicated,
+            ..row(split, label, &outputs, predicted)
+        });
     }
     println!(
-        "\n| split | layers per stage | s / step (median) | predicted s / step | busy s / step (stage 0, 1) | peak MiB (stage 0, 1) | predicted peak MiB (stage 0, 1) |\n\
-         |---|---|---:|---:|---|---|---|"
+        "\n| split | layers per stage | s / step (median) | predicted s / step | predicted, dedicated devices | busy s / step (stage 0, 1) | peak MiB (stage 0, 1) | predicted peak MiB (stage 0, 1) |\n\
+         |---|---|---:|---:|---:|---|---|---|"
     );
     for r in &rows {
         let pair = |values: Vec<String>| values.join(", ");
         println!(
-            "| {} | {:?} | {:.3} | {:.3} | {} | {} | {} |",
+            "| {} | {:?} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
             r.label,
             r.split,
             r.step_seconds,
             r.predicted_seconds,
+            r.dedicated_seconds,
             pair(r.busy_seconds.iter().map(|s| format!("{s:.3}")).collect()),
             pair(r.peak_bytes.iter().map(|b| format!("{:.1}", *b as f64 / MIB)).collect()),
             pair(
@@ -263,9 +275,11 @@ fn main() -> Result<(), String> {
     }
     if let [naive, balanced] = rows.as_slice() {
         println!(
-            "\nbalanced vs naive: {:.2}x faster per step measured ({:.2}x predicted); planner picks {:?}",
+            "\nbalanced vs naive: {:.2}x faster per step measured ({:.2}x predicted, {:.2}x predicted on dedicated \
+             devices); planner picks {:?}",
             naive.step_seconds / balanced.step_seconds,
             naive.predicted_seconds / balanced.predicted_seconds,
+            naive.dedicated_seconds / balanced.dedicated_seconds,
             balanced.split
         );
     }

@@ -127,6 +127,9 @@ impl<B: ContextParallelBackend> PartBench<B> {
                     random_buckets(&mut self.rng, batch * n * n, self.shape.distance_buckets);
                 let index = DistanceBias::<B>::index_from_u8(buckets, [batch, n, n], &self.device)?;
                 let mask = Tensor::<B, 2>::zeros([batch, n], &self.device).equal_elem(1.0);
+                // with an edge encoding every layer also reads its `[batch, heads, n, n]` bias
+                let dense = (self.shape.edge_feature_dim > 0)
+                    .then(|| self.random([batch * heads, n, n], true).reshape([batch, heads, n, n]));
                 let block_size = self.shape.key_tile;
                 Box::new(move |model| {
                     let bias = AttentionBias {
@@ -135,7 +138,7 @@ impl<B: ContextParallelBackend> PartBench<B> {
                             table: model.spatial.table.val(),
                             column_offset: 0,
                         }),
-                        dense: None,
+                        dense,
                         key_padding_mask: Some(mask),
                     };
                     let options = AttentionOptions {
