@@ -105,17 +105,22 @@ fn planner_split(
         .ok_or_else(|| format!("the planner kept no pp = 2 plan at {MICRO_BATCHES} micro-batches"))
 }
 
-/// Trains `split` for one warm-up and `steps` measured steps.
-fn measure(shape: &ModelShape, seq_len: usize, split: &[usize], steps: usize) -> Result<Vec<StepOutput>, String> {
-    let device = Default::default();
-    let config = ParallelConfig {
+/// The `pp = 2` pipeline of `split` at [`MICRO_BATCHES`] micro-batches.
+fn pipeline(split: &[usize]) -> ParallelConfig {
+    ParallelConfig {
         pp: 2,
         cp: 1,
         dp: 1,
         micro_batches: MICRO_BATCHES,
         stage_layers: split.to_vec(),
         cp_mode: CpMode::Ring,
-    };
+    }
+}
+
+/// Trains `split` for one warm-up and `steps` measured steps.
+fn measure(shape: &ModelShape, seq_len: usize, split: &[usize], steps: usize) -> Result<Vec<StepOutput>, String> {
+    let device = Default::default();
+    let config = pipeline(split);
     let options = TrainerOptions::new(seq_len, SEQUENCES_PER_STEP)
         .with_optimizer(AdamWConfig::new())
         .with_timeout(Duration::from_secs(3600));
@@ -225,16 +230,15 @@ fn main() -> Result<(), String> {
         ..profile.clone()
     };
     let predict = |cluster: &ClusterSpec, profile: &megagraph_planner::ProfileTable, split: &[usize]| {
-        let config = ParallelConfig {
-            pp: 2,
-            cp: 1,
-            dp: 1,
-            micro_batches: MICRO_BATCHES,
-            stage_layers: split.to_vec(),
-            cp_mode: CpMode::Ring,
-        };
-        let evaluation = evaluate(cluster, &shape, &workload, profile, &config, &SearchOptions::default())
-            .map_err(|e| e.to_string())?;
+        let evaluation = evaluate(
+            cluster,
+            &shape,
+            &workload,
+            profile,
+            &pipeline(split),
+            &SearchOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
         Ok::<_, String>((
             evaluation.plan.predicted.step_seconds,
             evaluation.memory.iter().map(|m| m.total()).collect(),

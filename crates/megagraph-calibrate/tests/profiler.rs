@@ -53,6 +53,16 @@ fn options() -> ProfilerOptions {
     }
 }
 
+/// A short ladder: `rows`, attention blocks of 8 and 16 nodes of one sequence.
+fn one_sequence_ladder(rows: Vec<usize>) -> ProfileLadder {
+    ProfileLadder {
+        rows,
+        blocks: vec![8, 16],
+        attention_batches: vec![1],
+        max_attention_pairs: 0,
+    }
+}
+
 #[test]
 fn the_model_has_the_shapes_parameter_count() {
     for shape in [tiny(), ModelShape { edge_feature_dim: 6, ..tiny() }] {
@@ -68,17 +78,11 @@ fn the_edge_encoding_makes_the_embedding_heavier() {
     let plain = ModelShape { distance_buckets: 6, ..tiny() };
     let edges = ModelShape { edge_feature_dim: 8, ..plain.clone() };
     let options = ProfilerOptions {
-        ladder: ProfileLadder {
-            rows: vec![64, 128],
-            blocks: vec![8, 16],
-            attention_batches: vec![1],
-            max_attention_pairs: 0,
-        },
-        warmup: 1,
-        repeats: 3,
+        ladder: one_sequence_ladder(vec![64, 128]),
         concurrency: 1,
-        seed: 3,
+        repeats: 3,
         evict_bytes: 0,
+        ..options()
     };
     let device = Default::default();
     let embedding = |shape: &ModelShape| {
@@ -346,12 +350,7 @@ fn the_validation_protocol_measures_the_profile_between_rounds() {
     let shape = tiny();
     let device = Default::default();
     let profiler = ProfilerOptions {
-        ladder: ProfileLadder {
-            rows: vec![16, 32],
-            blocks: vec![8, 16],
-            attention_batches: vec![1],
-            max_attention_pairs: 0,
-        },
+        ladder: one_sequence_ladder(vec![16, 32]),
         concurrency: 1,
         repeats: 3,
         ..options()
