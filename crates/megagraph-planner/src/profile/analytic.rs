@@ -135,22 +135,24 @@ impl AnalyticModel<'_> {
     fn embedding(&self, n: f64) -> ([f64; 2], [f64; 2]) {
         let (d, e) = (self.d, self.e);
         let (h, hops) = (self.h, self.hops);
-        let kernels = [
+        let mut kernels = vec![
             self.matmul(n, self.features, d),
             // Two degree-embedding gathers and the sum: indices (u32) in, rows out.
             Kernel {
                 flops: 2.0 * n * d,
                 bytes: e * 3.0 * n * d + 8.0 * n,
             },
-            // The edge encoding of one sequence of n nodes (none without one): its n edges
-            // projected per hop, then per pair the gather of `hops` rows of `heads` (i64 indices
-            // in), their sum, the scale by 1 / length and the `[heads, n, n]` bias out.
-            self.matmul(n * f64::from(hops > 0.0), self.edge_dim, hops * h),
-            Kernel {
+        ];
+        if hops > 0.0 {
+            // The edge encoding of one sequence of n nodes: its n edges projected per hop, then
+            // per pair the gather of `hops` rows of `heads` (i64 indices in), their sum, the
+            // scale by 1 / length and the `[heads, n, n]` bias out.
+            kernels.push(self.matmul(n, self.edge_dim, hops * h));
+            kernels.push(Kernel {
                 flops: n * n * hops * h + n * n * h,
                 bytes: e * (n * n * hops * h + 2.0 * n * n * h) + 8.0 * n * n * hops,
-            },
-        ];
+            });
+        }
         // Features (for the weight gradient), degree indices and the edge paths.
         let paths = 8.0 * n * n * hops + e * n * n * f64::from(hops > 0.0);
         let saved = e * n * self.features + 8.0 * n + paths;
