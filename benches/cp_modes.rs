@@ -44,6 +44,7 @@ fn shape() -> ModelShape {
         distance_buckets: 6,
         degree_buckets: 65,
         key_tile: 128,
+        edge_feature_dim: 0,
     }
 }
 

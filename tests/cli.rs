@@ -472,7 +472,7 @@ fn the_edge_encoding_trains_on_edge_features_and_is_refused_without_them() {
     args.push("--graph-token");
     let output = megagraph(&args);
     assert!(output.status.success(), "with the graph token: {}", stderr(&output));
-    // the built-in graph has no edge features; a mesh is refused
+    // the built-in graph has no edge features; a context-parallel ring is refused
     for extra in [&[][..], &["--cp", "2"][..]] {
         let mut args = vec!["train", "--synthetic", "--epochs", "1", "--edge-encoding"];
         args.extend_from_slice(extra);

@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+mod edges;
 mod overhead;
 mod profiler;
 mod protocol;

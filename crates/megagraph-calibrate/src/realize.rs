@@ -8,11 +8,14 @@ use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, Nod
 use megagraph_parallel::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padded_len};
 use megagraph_planner::ModelShape;
 
+use crate::edges::SequenceEdges;
+
 /// The Graph Transformer configuration of `shape`: node features of `shape.feature_dim`, no
 /// dropout (so every rank computes the same thing), the shape's encodings and key tile.
 ///
 /// `distance_buckets` must be at least 2 and at most 257 (a `u8` index with `max_distance + 2`
-/// buckets); smaller or larger values are clamped.
+/// buckets); smaller or larger values are clamped. With `edge_feature_dim > 0` the model has an
+/// edge encoding over paths of `max_distance` hops (which must then be at least 1).
 pub fn model_config(shape: &ModelShape) -> GraphTransformerConfig {
     let max_distance = shape.distance_buckets.clamp(2, 257) - 2;
     GraphTransformerConfig::new(0, shape.num_classes)
@@ -27,6 +30,7 @@ pub fn model_config(shape: &ModelShape) -> GraphTransformerConfig {
         .with_max_degree(shape.degree_buckets.max(1) - 1)
         .with_max_distance(max_distance as u8)
         .with_block_size(shape.key_tile)
+        .with_edge_encoding((shape.edge_feature_dim > 0).then_some(shape.edge_feature_dim))
 }
 
 /// The shape of the model `config` builds (the inverse of [`model_config`] up to dropout). A
@@ -43,6 +47,7 @@ pub fn model_shape(config: &GraphTransformerConfig) -> ModelShape {
         distance_buckets: config.num_buckets(),
         degree_buckets: config.max_degree + 1,
         key_tile: config.block_size,
+        edge_feature_dim: config.edge_encoding.unwrap_or(0),
     }
 }
 
@@ -95,7 +100,9 @@ pub(crate) fn random_buckets(rng: &mut SplitMix, len: usize, buckets: usize) -> 
 /// One random sequence is drawn when the source is built and every requested sequence is a copy
 /// of it: a batch costs a copy, not a random draw, so that the runtime's steps are not slowed by
 /// data generation. A rank's block of a dense sequence that `cp` divides holds only its rows
-/// (as the training data does), so that its memory is what the runtime needs.
+/// (as the training data does), so that its memory is what the runtime needs. For a shape with
+/// an edge encoding the sequence also has random edge paths ([`SequenceEdges`]), which the
+/// embedding stage's block of whole sequences carries.
 #[derive(Clone, Debug)]
 pub struct SyntheticSource {
     seq_len: usize,
@@ -108,6 +115,8 @@ pub struct SyntheticSource {
     buckets: usize,
     labels: Vec<i64>,
     weight: Vec<f32>,
+    /// The sequence's random edge paths, for a shape with an edge encoding.
+    edges: Option<SequenceEdges>,
 }
 
 /// The stored pairs of one sparse sequence: `per_row` pairs in every row.
@@ -137,6 +146,8 @@ impl SyntheticSource {
                 .map(|_| rng.below(shape.num_classes as u64) as i64)
                 .collect(),
             weight: (0..s).map(|i| (i % 2) as f32).collect(),
+            edges: (shape.edge_feature_dim > 0)
+                .then(|| SequenceEdges::draw(&mut rng, s, shape.edge_hops().max(1), shape.edge_feature_dim)),
         }
     }
 
@@ -220,7 +231,7 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
                 out_degree: ints(repeat(&self.degrees)),
                 distance: self.index(n, device)?,
                 padding: Tensor::<B, 2>::zeros([n, s], device).equal_elem(1.0),
-                edge_paths: None,
+                edge_paths: self.edges.as_ref().map(|edges| edges.batch(n, device)),
             },
             labels: ints(repeat(&self.labels)),
             train_weight: Tensor::from_data(TensorData::new(weight, [n, s]), device),
@@ -273,6 +284,12 @@ impl SyntheticSource {
             padding: Tensor::<B, 2>::zeros([n, b], device).equal_elem(1.0),
             labels: ints(&self.labels),
             weight: Tensor::from_data(TensorData::new(repeat_rows(&self.weight, &rows, 1, n), [n, b]), device),
+            // the embedding stage of whole sequences computes the edge encoding
+            edge_paths: self
+                .edges
+                .as_ref()
+                .filter(|_| request.with_input && request.cp == 1)
+                .map(|edges| edges.batch(n, device)),
         })
     }
 }
@@ -294,6 +311,7 @@ mod tests {
             distance_buckets: 4,
             degree_buckets: 7,
             key_tile: 4,
+            edge_feature_dim: 0,
         };
         let source = SyntheticSource::new(&shape, 6, 1);
         let batch: TrainBatch<Flex> = source.batch(&[0, 1], &Default::default()).unwrap();

@@ -32,6 +32,7 @@ fn tiny() -> ModelShape {
         distance_buckets: 5,
         degree_buckets: 9,
         key_tile: 8,
+        edge_feature_dim: 0,
     }
 }
 
@@ -52,11 +53,54 @@ fn options() -> ProfilerOptions {
     }
 }
 
+/// A short ladder: `rows`, attention blocks of 8 and 16 nodes of one sequence.
+fn one_sequence_ladder(rows: Vec<usize>) -> ProfileLadder {
+    ProfileLadder {
+        rows,
+        blocks: vec![8, 16],
+        attention_batches: vec![1],
+        max_attention_pairs: 0,
+    }
+}
+
 #[test]
 fn the_model_has_the_shapes_parameter_count() {
-    let shape = tiny();
-    let model = init_model::<Flex>(&shape, &Default::default());
-    assert_eq!(model.num_params() as u64, shape.parameters());
+    for shape in [tiny(), ModelShape { edge_feature_dim: 6, ..tiny() }] {
+        let model = init_model::<Flex>(&shape, &Default::default());
+        assert_eq!(model.edge_encoding.is_some(), shape.edge_feature_dim > 0);
+        assert_eq!(model.num_params() as u64, shape.parameters());
+    }
+}
+
+#[test]
+fn the_edge_encoding_makes_the_embedding_heavier() {
+    // the embedding of one sequence of n nodes then also builds the bias of its n² pairs
+    let plain = ModelShape { distance_buckets: 6, ..tiny() };
+    let edges = ModelShape { edge_feature_dim: 8, ..plain.clone() };
+    let options = ProfilerOptions {
+        ladder: one_sequence_ladder(vec![64, 128]),
+        concurrency: 1,
+        repeats: 3,
+        evict_bytes: 0,
+        ..options()
+    };
+    let device = Default::default();
+    let embedding = |shape: &ModelShape| {
+        let table = measure_profile::<B>(shape, "flex", "test-cpu", &device, Arc::new(ThreadAllocatorMeter), &options, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(table.key.shape.edge_feature_dim, shape.edge_feature_dim);
+        let sample = table.embedding.last().copied().unwrap_or_else(|| panic!("no embedding sample"));
+        assert_eq!(sample.size, 128);
+        sample
+    };
+    let (without, with) = (embedding(&plain), embedding(&edges));
+    println!("embedding at 128 nodes: {without:?} without, {with:?} with the edge encoding");
+    assert!(
+        with.forward_seconds + with.backward_seconds > without.forward_seconds + without.backward_seconds,
+        "{with:?} vs {without:?}"
+    );
+    // the `[heads, n, n]` bias is live during the pass
+    assert!(with.peak_bytes >= without.peak_bytes + (2 * 128 * 128 * 4) as u64, "{with:?} vs {without:?}");
 }
 
 #[test]
@@ -306,12 +350,7 @@ fn the_validation_protocol_measures_the_profile_between_rounds() {
     let shape = tiny();
     let device = Default::default();
     let profiler = ProfilerOptions {
-        ladder: ProfileLadder {
-            rows: vec![16, 32],
-            blocks: vec![8, 16],
-            attention_batches: vec![1],
-            max_attention_pairs: 0,
-        },
+        ladder: one_sequence_ladder(vec![16, 32]),
         concurrency: 1,
         repeats: 3,
         ..options()

@@ -9,6 +9,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, Int, Tensor};
 use megagraph_kernels::BucketIndex;
+use megagraph_models::encoders::EdgePaths;
 use megagraph_models::{GraphBatch, NodeInput};
 
 use crate::ParallelError;
@@ -141,6 +142,11 @@ pub struct BlockBatch<B: Backend> {
     pub labels: Tensor<B, 2, Int>,
     /// `[batch, block]`.
     pub weight: Tensor<B, 2>,
+    /// The edge paths of the micro-batch's sequences (see [`GraphBatch::edge_paths`]), for a
+    /// model with an edge encoding: on the embedding stage only (`with_input`), which computes
+    /// the bias. Whole sequences only (`cp = 1`): a mesh refuses the edge encoding with context
+    /// parallelism, and a block of a ring has none.
+    pub edge_paths: Option<EdgePaths<B>>,
 }
 
 /// `tensor` with dimension `dim` extended to `len` by `value` (unchanged when already `len`).
@@ -201,6 +207,7 @@ impl<B: Backend> BlockBatch<B> {
         let mut block = Self::of(batch, request.cp, request.position)?;
         if !request.with_input {
             block.input = None;
+            block.edge_paths = None;
         }
         Ok(block)
     }
@@ -263,6 +270,8 @@ impl<B: Backend> BlockBatch<B> {
                     .map_err(|e| e.to_string())?,
             ),
         };
+        // whole sequences only: a ring's blocks carry no edge paths (see `edge_paths`)
+        let edge_paths = batch.graph.edge_paths.filter(|_| cp <= 1);
         let padding = pad_int(batch.graph.padding.int(), 1, padded, 1)
             .slice([b.clone(), rows.clone()])
             .equal_elem(1);
@@ -274,6 +283,7 @@ impl<B: Backend> BlockBatch<B> {
             padding,
             labels: int2(batch.labels, 0),
             weight: pad_float(batch.train_weight, 1, padded, 0.0).slice([b, rows]),
+            edge_paths,
         })
     }
 }

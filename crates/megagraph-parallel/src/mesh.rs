@@ -139,8 +139,8 @@ pub(crate) fn receive<T>(
     }
 }
 
-/// An activation sent from stage `i` to stage `i + 1`, with the value of the spatial table
-/// (which every stage's layers read; it lives on stage 0).
+/// An activation sent from stage `i` to stage `i + 1`, with the value of the spatial table and
+/// the edge encoding's bias (which every stage's layers read; both are made on stage 0).
 #[derive(Debug)]
 pub(crate) struct Activation<B: Backend> {
     pub step: u64,
@@ -149,6 +149,9 @@ pub(crate) struct Activation<B: Backend> {
     pub x: Tensor<B, 3>,
     /// `[buckets, heads]`.
     pub table: Tensor<B, 2>,
+    /// The edge encoding's dense bias `[batch, heads, seq, seq]`, computed once per micro-batch
+    /// on stage 0; `None` without an edge encoding.
+    pub dense: Option<Tensor<B, 4>>,
 }
 
 /// The gradient of an [`Activation`], sent back from stage `i + 1` to stage `i`.
@@ -160,6 +163,9 @@ pub(crate) struct ActivationGrad<B: Backend> {
     pub x: Tensor<B, 3>,
     /// `[buckets, heads]`: the table gradient of this and every later stage.
     pub table: Tensor<B, 2>,
+    /// `[batch, heads, seq, seq]`: the dense bias gradient of this and every later stage
+    /// (`None` without an edge encoding).
+    pub dense: Option<Tensor<B, 4>>,
 }
 
 /// A message between pipeline stages, tagged with the micro-batch it belongs to.

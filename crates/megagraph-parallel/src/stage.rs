@@ -7,17 +7,19 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Int, Tensor};
-use megagraph_kernels::{BucketIndex, DistanceBias};
-use megagraph_models::encoders::{CentralityEncoding, InputEncoder, SpatialEncoding};
-use megagraph_models::{Attend, AttendInputs, GraphTransformer, GraphTransformerLayer, NodeInput, key_mask, spatial_bias};
+use megagraph_kernels::{AttentionError, BucketIndex, DistanceBias};
+use megagraph_models::encoders::{CentralityEncoding, EdgeEncoding, EdgePaths, InputEncoder, SpatialEncoding};
+use megagraph_models::{
+    Attend, AttendInputs, GraphTransformer, GraphTransformerLayer, LocalAttention, NodeInput, key_mask, spatial_bias,
+};
 
 use crate::context::{ContextParallelBackend, RingCall, RingEndpoint, ring_attention};
 use crate::ulysses::{UlyssesEndpoint, gather_key_mask, ulysses_attention};
 use crate::{ParallelConfig, ParallelError};
 
 /// The parameters of one pipeline stage: stage 0 holds the embedding stage (input encoder,
-/// centrality encoding and the spatial bias table), every stage a contiguous run of layers, the
-/// last stage the final norm and the classifier.
+/// centrality encoding, the spatial bias table and the edge encoding, if any), every stage a
+/// contiguous run of layers, the last stage the final norm and the classifier.
 #[derive(Module, Debug)]
 pub struct StageModule<B: Backend> {
     /// Input encoder (stage 0).
@@ -26,6 +28,9 @@ pub struct StageModule<B: Backend> {
     pub centrality: Option<CentralityEncoding<B>>,
     /// Spatial bias table (stage 0). Later stages get its value with the activations.
     pub spatial: Option<SpatialEncoding<B>>,
+    /// Edge encoding (stage 0, when the model has one). Stage 0 computes its dense bias once per
+    /// micro-batch; later stages get the bias with the activations.
+    pub edge_encoding: Option<EdgeEncoding<B>>,
     /// This stage's layers.
     pub layers: Vec<GraphTransformerLayer<B>>,
     /// Final layer norm (last stage).
@@ -45,7 +50,9 @@ impl<B: Backend> StageModule<B> {
     /// # Errors
     ///
     /// [`ParallelError::Config`] when `stage_layers` does not match the model's layers;
-    /// [`ParallelError::Model`] when the model has a graph token (it runs on one device only).
+    /// [`ParallelError::Model`] when the model has a graph token (it runs on one device only), or
+    /// an edge encoding on a mesh with context parallelism (`cp > 1`: its bias is not sliced
+    /// over the ring).
     pub fn split(
         model: GraphTransformer<B>,
         config: &ParallelConfig,
@@ -69,11 +76,11 @@ impl<B: Backend> StageModule<B> {
                 reason: "the graph token runs on one device only (mesh 1 x 1 x 1)",
             });
         }
-        if model.edge_encoding.is_some() {
+        if model.edge_encoding.is_some() && config.cp > 1 {
             return Err(ParallelError::Model {
                 field: "edge_encoding",
                 value: 1,
-                reason: "the edge encoding runs on one device only (mesh 1 x 1 x 1)",
+                reason: "the edge encoding runs without context parallelism only (cp = 1)",
             });
         }
         let GraphTransformer {
@@ -85,12 +92,13 @@ impl<B: Backend> StageModule<B> {
             classifier,
             key_dropout,
             graph_token: _,
-            edge_encoding: _,
+            edge_encoding,
         } = model;
         let mut layers = layers.into_iter();
         let mut input = Some(input);
         let mut centrality = Some(centrality);
         let mut spatial = Some(spatial);
+        let mut edge_encoding = edge_encoding;
         let mut norm = Some(norm);
         let mut classifier = Some(classifier);
         let mut first_layer = 0;
@@ -101,6 +109,7 @@ impl<B: Backend> StageModule<B> {
                 input: input.take(),
                 centrality: centrality.take(),
                 spatial: spatial.take(),
+                edge_encoding: edge_encoding.take(),
                 layers: layers.by_ref().take(count).collect(),
                 norm: if last { norm.take() } else { None },
                 classifier: if last { classifier.take() } else { None },
@@ -119,6 +128,7 @@ impl<B: Backend> StageModule<B> {
         let mut input = None;
         let mut centrality = None;
         let mut spatial = None;
+        let mut edge_encoding = None;
         let mut norm = None;
         let mut classifier = None;
         let mut layers = Vec::new();
@@ -127,6 +137,7 @@ impl<B: Backend> StageModule<B> {
             input = input.or(stage.input);
             centrality = centrality.or(stage.centrality);
             spatial = spatial.or(stage.spatial);
+            edge_encoding = edge_encoding.or(stage.edge_encoding);
             norm = norm.or(stage.norm);
             classifier = classifier.or(stage.classifier);
             layers.extend(stage.layers);
@@ -140,7 +151,7 @@ impl<B: Backend> StageModule<B> {
             classifier: classifier?,
             key_dropout,
             graph_token: None,
-            edge_encoding: None,
+            edge_encoding,
         })
     }
 }
@@ -191,6 +202,9 @@ pub(crate) struct BlockContext<'a, B: ContextParallelBackend> {
     /// The spatial table `[buckets, heads]` (stage 0's parameter, or the value received with the
     /// activations).
     pub table: Tensor<B, 2>,
+    /// The edge encoding's dense bias `[batch, heads, seq, seq]` (stage 0 computes it, later
+    /// stages receive it with the activations); `None` without an edge encoding.
+    pub dense: Option<Tensor<B, 4>>,
     /// The context ring of this rank.
     pub ring: &'a Arc<RingEndpoint<B::InnerBackend>>,
     /// Step and micro-batch (the layer is filled in per layer).
@@ -220,6 +234,24 @@ impl<B: ContextParallelBackend> StageModule<B> {
         Some(encoded + self.centrality.as_ref()?.forward(in_degree, out_degree))
     }
 
+    /// The edge encoding's dense bias of a micro-batch, `[batch, heads, seq, seq]` (as
+    /// [`GraphTransformer::edge_bias`]): computed once per micro-batch on stage 0 and sent with
+    /// the activations. `Ok(None)` when the stage holds no edge encoding.
+    ///
+    /// # Errors
+    /// [`AttentionError::MissingInput`] when the stage has an edge encoding and the block no edge
+    /// paths; as [`EdgeEncoding::forward`].
+    pub(crate) fn edge_bias(&self, paths: Option<&EdgePaths<B>>) -> Result<Option<Tensor<B, 4>>, AttentionError> {
+        let Some(encoding) = &self.edge_encoding else {
+            return Ok(None);
+        };
+        let paths = paths.ok_or(AttentionError::MissingInput {
+            input: "edge_paths",
+            reason: "the stage has an edge encoding",
+        })?;
+        encoding.forward(paths).map(Some)
+    }
+
     /// This stage's layers on a block (the model's own layers), with ring attention over the
     /// context group as their attention core.
     pub(crate) fn forward_layers(
@@ -241,7 +273,9 @@ impl<B: ContextParallelBackend> StageModule<B> {
                 table: context.table.clone(),
                 column_offset: 0,
             };
-            x = layer.forward_with(x, spatial_bias(distance, keys), context, global)?;
+            let mut bias = spatial_bias(distance, keys);
+            bias.dense = context.dense.clone();
+            x = layer.forward_with(x, bias, context, global)?;
         }
         Ok(x)
     }
@@ -258,12 +292,20 @@ impl<B: ContextParallelBackend> StageModule<B> {
 
 /// The ring over the context group as the attention core of the model's layers: each layer's
 /// queries of this block attend over the keys of every block of the sequence, which travel the
-/// ring ([`ring_attention`]); the layer around it is the model's own.
+/// ring ([`ring_attention`]); the layer around it is the model's own. A dense bias (the edge
+/// encoding's) does not travel the ring: with one ring position (`cp = 1`) every key is at
+/// hand and the core is the one-device op ([`LocalAttention`]).
 impl<B: ContextParallelBackend> Attend<B> for BlockContext<'_, B> {
     type Error = ParallelError;
 
     fn attend(&self, inputs: AttendInputs<B>, layer: usize) -> Result<Tensor<B, 4>, ParallelError> {
         let call = RingCall { layer, ..self.call };
+        if self.ring.size == 1 && inputs.bias.dense.is_some() {
+            let rank = self.ring.rank;
+            return LocalAttention
+                .attend(inputs, layer)
+                .map_err(|source| ParallelError::Attention { rank, source });
+        }
         match &self.ulysses {
             None => Ok(ring_attention(inputs, self.ring, call)?.output),
             Some(ulysses) => ulysses_attention(inputs, ulysses.group, call),

@@ -5,7 +5,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{B, Synthetic, max_parameter_difference, model, optimizer, single_device, steps};
+use common::{
+    B, EDGE_DIM, Synthetic, max_parameter_difference, model, model_config, model_of, optimizer, parameters, relative,
+    single_device, steps,
+};
+use megagraph_models::GraphTransformer;
 use megagraph_parallel::{ParallelConfig, ParallelTrainer, TrainerOptions};
 
 const LAYERS: usize = 4;
@@ -16,19 +20,28 @@ const LR: f64 = 1e-2;
 
 /// Runs `config` and compares with the single-device run.
 fn check(config: ParallelConfig) {
-    let initial = model(LAYERS, 7);
+    check_model(config, model(LAYERS, 7), || Synthetic::new(SEQUENCES, SEQ_LEN, 11));
+}
+
+/// Runs `config` from `initial` on the sequences of `source` and compares with the
+/// single-device run; returns the trained model.
+fn check_model(
+    config: ParallelConfig,
+    initial: GraphTransformer<common::Inner>,
+    source: impl Fn() -> Synthetic,
+) -> GraphTransformer<common::Inner> {
     let steps = steps();
-    let reference = Synthetic::new(SEQUENCES, SEQ_LEN, 11);
+    let reference = source();
     let (expected_losses, expected_model) =
         single_device(initial.clone(), &reference, &steps, LR, &optimizer());
 
     let options = TrainerOptions::new(SEQ_LEN, PER_STEP)
         .with_optimizer(optimizer())
         .with_timeout(Duration::from_secs(60));
-    let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).shared();
+    let source = source().shared();
     let mut trainer = ParallelTrainer::<B>::new(
         config.clone(),
-        initial,
+        initial.clone(),
         source,
         options,
         vec![Default::default()],
@@ -60,7 +73,7 @@ fn check(config: ParallelConfig) {
         .model()
         .unwrap_or_else(|e| panic!("{config:?}: {e}"));
     let (diff, name) = max_parameter_difference(&trained, &expected_model);
-    let (moved, _) = max_parameter_difference(&trained, &model(LAYERS, 7));
+    let (moved, _) = max_parameter_difference(&trained, &initial);
     println!("{config:?}: max parameter difference {diff:e} ({name}); moved {moved:e}");
     assert!(
         diff <= 1e-4,
@@ -76,6 +89,7 @@ fn check(config: ParallelConfig) {
         "{config:?}: replicas disagree on {name} by {diff:e}"
     );
     println!("{config:?}: ok");
+    trained
 }
 
 fn config(
@@ -131,6 +145,37 @@ fn four_ranks_match() {
     check(config(1, 2, 2, 2, &[4]));
     check(config(1, 4, 1, 1, &[4]));
     check(config(1, 1, 4, 3, &[4]));
+}
+
+#[test]
+fn the_edge_encoding_on_a_pipeline_matches() {
+    // stage 0 computes the edge encoding's dense bias once per micro-batch; it travels with the
+    // activations and its gradient comes back to the encoder on stage 0
+    let initial = || model_of(model_config(LAYERS).with_edge_encoding(Some(EDGE_DIM)), 7);
+    let source = || Synthetic::new(SEQUENCES, SEQ_LEN, 11).with_edges(5);
+    let weight = |model: &GraphTransformer<common::Inner>| {
+        let encoding = model.edge_encoding.as_ref().unwrap_or_else(|| panic!("the model has an edge encoding"));
+        parameters(encoding).remove(0).1
+    };
+    for config in [config(2, 1, 1, 2, &[2, 2]), config(3, 1, 1, 3, &[1, 2, 1]), config(2, 1, 2, 3, &[1, 3])] {
+        let trained = check_model(config.clone(), initial(), source);
+        // the edge encoder trained (its gradients reached stage 0) as on one device
+        let moved = relative(&weight(&trained), &weight(&initial()));
+        assert!(moved > 1e-3, "{config:?}: the edge encoding moved by {moved:e} only");
+    }
+}
+
+#[test]
+fn the_edge_encoding_is_refused_with_context_parallelism() {
+    let initial = model_of(model_config(LAYERS).with_edge_encoding(Some(EDGE_DIM)), 7);
+    let options = TrainerOptions::new(SEQ_LEN, PER_STEP).with_optimizer(optimizer());
+    let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).with_edges(5).shared();
+    let result = ParallelTrainer::<B>::new(config(1, 2, 1, 1, &[4]), initial, source, options, vec![Default::default()]);
+    match result {
+        Err(megagraph_parallel::ParallelError::Model { field, .. }) => assert_eq!(field, "edge_encoding"),
+        Err(other) => panic!("expected the edge encoding's refusal, got {other}"),
+        Ok(_) => panic!("a ring with an edge encoding was accepted"),
+    }
 }
 
 #[test]

@@ -126,7 +126,8 @@ pub struct MemoryModel {
     first_inputs: f64,
     last_inputs: f64,
     any_inputs: f64,
-    /// One micro-batch's activation (or its gradient) at a stage boundary: `q * b * d * e`.
+    /// One micro-batch's activation (or its gradient) at a stage boundary: `q * b * d * e`,
+    /// plus the edge encoding's bias `q * heads * b * S * e` when the model has one.
     boundary: f64,
     /// Ring buffers (the dK/dV accumulators of a block), 0 without context parallelism.
     ring: f64,
@@ -150,6 +151,16 @@ impl MemoryModel {
         let (sequences, block) = workload.micro_batch(mesh.cp, mesh.dp, mesh.micro_batches);
         let (sequences, block) = (sequences as f64, block as f64);
         let rows = sequences * block;
+        // with an edge encoding the embedding's samples are one sequence of n nodes with the
+        // bias of its n² pairs: a micro-batch's embedding is `sequences` of them, each rank's
+        // rows a `1 / cp` share
+        let edges = shape.edge_feature_dim > 0;
+        let seq = workload.seq_len as f64;
+        let embedding_bytes = |bytes: &dyn Fn(f64) -> f64| {
+            if edges { sequences * bytes(seq) / mesh.cp as f64 } else { bytes(rows) }
+        };
+        // the edge encoding's bias `[heads, block, S]` per sequence travels with the activations
+        let bias = if edges { sequences * shape.heads as f64 * block * seq * e } else { 0.0 };
         let attention_saved = fitted.attention.saved_bytes(sequences, block);
         let attention_workspace = fitted.attention.workspace_bytes(sequences, block);
         // dK and dV of the block travelling the ring with it, or the parts of one Ulysses
@@ -173,20 +184,20 @@ impl MemoryModel {
             embedding_parameters: shape.embedding_parameters(),
             head_parameters: shape.head_parameters(),
             layer_saved: fitted.layer_dense.saved_bytes(rows) + attention_saved,
-            embedding_saved: fitted.embedding.saved_bytes(rows),
+            embedding_saved: embedding_bytes(&|n| fitted.embedding.saved_bytes(n)),
             head_saved: fitted.head.saved_bytes(rows),
             layer_workspace: fitted
                 .layer_dense
                 .workspace_bytes(rows)
                 .max(attention_workspace),
-            embedding_workspace: fitted.embedding.workspace_bytes(rows),
+            embedding_workspace: embedding_bytes(&|n| fitted.embedding.workspace_bytes(n)),
             head_workspace: fitted.head.workspace_bytes(rows),
             index_per_micro_batch: rows * workload.index_row_bytes() as f64 + whole_index,
             // f32 features, two i64 degrees; i64 labels and f32 weights; a bool padding flag
             first_inputs: rows * (e * shape.feature_dim as f64 + 16.0),
             last_inputs: rows * (8.0 + e),
             any_inputs: rows,
-            boundary: rows * d * e,
+            boundary: rows * d * e + bias,
             ring,
             runtime: fitted.runtime_overhead_bytes,
         }

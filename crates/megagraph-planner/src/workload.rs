@@ -34,6 +34,12 @@ pub struct ModelShape {
     /// Key tile of the attention kernel: attention scores live as `[rows, key_tile, heads]` tiles,
     /// never as a `[seq, seq, heads]` tensor.
     pub key_tile: usize,
+    /// Width of the edge features of Graphormer's edge encoding; 0 (left out of the JSON)
+    /// without one. With an edge encoding the embedding stage also builds a `[heads, seq, seq]`
+    /// bias per sequence (one shortest path of `distance_buckets - 2` hops per pair), so its
+    /// cost grows with the square of the sequence length.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub edge_feature_dim: usize,
 }
 
 fn is_zero(layers: &usize) -> bool {
@@ -96,6 +102,7 @@ impl ModelShape {
             distance_buckets: 6,
             degree_buckets: 65,
             key_tile: 128,
+            edge_feature_dim: 0,
         }
     }
 
@@ -126,14 +133,23 @@ impl ModelShape {
     }
 
     /// Parameters of the embedding stage without the spatial table: the input linear (weight and
-    /// bias) and the two degree embeddings.
+    /// bias), the two degree embeddings and the edge encoding's per-hop weights, if any.
     pub fn embedding_parameters(&self) -> u64 {
         let (f, d, g) = (
             self.feature_dim as u64,
             self.hidden as u64,
             self.degree_buckets as u64,
         );
-        f * d + d + 2 * g * d
+        f * d + d + 2 * g * d + (self.edge_feature_dim * self.edge_hops() * self.heads) as u64
+    }
+
+    /// Hops of the edge encoding's paths (`distance_buckets - 2`, the largest exact distance);
+    /// 0 without an edge encoding.
+    pub fn edge_hops(&self) -> usize {
+        if self.edge_feature_dim == 0 {
+            return 0;
+        }
+        self.distance_buckets.saturating_sub(2)
     }
 
     /// Parameters of the spatial bias table `[distance_buckets, heads]`. Every pipeline stage keeps

@@ -8,6 +8,7 @@ use megagraph_graph::distance::{BfsBudget, DistanceQuery, DistanceScope, sparse_
 use megagraph_graph::sequence::{SequenceStrategy, node_sequences_with_progress};
 use megagraph_graph::{Dataset, SparseDistanceIndex};
 use megagraph_kernels::{BucketIndex, CsrParts, SparseBucketIndex};
+use megagraph_models::encoders::EdgePaths;
 use megagraph_models::{GraphBatch, NodeInput};
 use megagraph_parallel::{BlockBatch, BlockRequest};
 use rand::{Rng, SeedableRng};
@@ -389,13 +390,8 @@ impl SequenceDataset {
     /// The batch of the sequences `indices` from their whole-sequence `block`, with the edge
     /// paths when batches carry them.
     fn node_batch<B: Backend>(&self, indices: &[usize], block: NodeBlock<B>, device: &B::Device) -> NodeBatch<B> {
-        let seq = self.seq_len;
         let NodeBlock { block, nodes } = block;
-        let edge_paths = self.edge_paths.then(|| {
-            let members: Vec<&[u32]> = indices.iter().map(|&index| self.sequences[index].as_slice()).collect();
-            let SequenceOptions { max_distance, scope, .. } = self.options;
-            edge_paths(&self.dataset, &members, seq, max_distance, scope, device)
-        });
+        let edge_paths = self.edge_paths.then(|| self.sequence_edge_paths(indices, device));
         NodeBatch {
             graph: GraphBatch {
                 input: block.input.expect("asked for the node input"),
@@ -411,12 +407,22 @@ impl SequenceDataset {
         }
     }
 
+    /// The edge paths of the whole sequences `indices` ([`edge_paths`]).
+    fn sequence_edge_paths<B: Backend>(&self, indices: &[usize], device: &B::Device) -> EdgePaths<B> {
+        let members: Vec<&[u32]> = indices.iter().map(|&index| self.sequences[index].as_slice()).collect();
+        let SequenceOptions { max_distance, scope, .. } = self.options;
+        edge_paths(&self.dataset, &members, self.seq_len, max_distance, scope, device)
+    }
+
     /// The rows `rows` of the batch of the sequences `indices`, each padded to `frame ≥ seq_len`
     /// positions (the key columns of the index): what one rank of a context-parallel ring
     /// computes, built without the other rows. The node input only when `with_input` (the
     /// embedding stage). `dropout` as in
     /// [`batch_with_structure_dropout`](Self::batch_with_structure_dropout): the same pairs are
-    /// dropped whichever rows are built.
+    /// dropped whichever rows are built. With [`with_edge_paths`](Self::with_edge_paths), a block
+    /// of whole sequences (`rows = 0..seq_len = frame`) with its node input also carries the
+    /// sequences' edge paths (the embedding stage of a pipeline computes the edge encoding);
+    /// a ring's blocks carry none.
     ///
     /// # Panics
     ///
@@ -442,7 +448,12 @@ impl SequenceDataset {
         };
         let index_rows = BucketIndex::from_row_blocks_where(&blocks, [width, frame], keep, device)
             .expect("row blocks fit the batch frame");
-        self.block_tensors(nodes, index_rows, [indices.len(), width], with_input, device)
+        let whole = rows == (0..self.seq_len) && frame == self.seq_len;
+        let mut block = self.block_tensors(nodes, index_rows, [indices.len(), width], with_input, device);
+        if self.edge_paths && with_input && whole {
+            block.block.edge_paths = Some(self.sequence_edge_paths(indices, device));
+        }
+        block
     }
 
     /// The tensors of a block of `[batch, width]` positions holding `nodes`, with the distance
@@ -492,6 +503,7 @@ impl SequenceDataset {
                 padding: Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch, width]), device),
                 labels: int_tensor(labels, [batch, width], device),
                 weight: Tensor::from_data(TensorData::new(train_weight, [batch, width]), device),
+                edge_paths: None,
             },
             nodes,
         }

@@ -86,6 +86,22 @@ fn every_layout_reproduces_the_single_device_losses() {
     assert_same_losses("stage_layers [1, 1], 4 micro-batches", &report, &single);
 }
 
+#[test]
+fn the_edge_encoding_on_a_pipeline_reproduces_the_single_device_losses() {
+    let mut base = config();
+    base.synthetic.edge_feature_dim = 4;
+    base.model.edge_encoding = true;
+    let data = data(&base);
+    let single = fit(&base, &data, &mut Quiet).unwrap_or_else(|e| panic!("single device: {e}"));
+    for (pp, dp, micro_batches) in [(2, 1, 2), (2, 2, 1)] {
+        let mut parallel = base.clone();
+        parallel.mesh = MeshConfig::new(pp, 1, dp, micro_batches);
+        let label = format!("edge encoding, pp={pp} dp={dp} micro_batches={micro_batches}");
+        let report = fit(&parallel, &data, &mut Quiet).unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_same_losses(&label, &report, &single);
+    }
+}
+
 /// An observer that interrupts training after `.0` epochs.
 struct StopAfter(usize);
 

@@ -1,5 +1,6 @@
 //! One timed forward and backward pass of a profiled part on the real Burn modules.
 
+use crate::edges::SequenceEdges;
 use crate::realize::{SplitMix, init_model, random_buckets};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -89,10 +90,19 @@ impl<B: ContextParallelBackend> PartBench<B> {
                 let features = self.random([1, n, self.shape.feature_dim], false);
                 let in_degree = self.random_ints(n, self.shape.degree_buckets);
                 let out_degree = self.random_ints(n, self.shape.degree_buckets);
+                // with an edge encoding: the dense bias of one sequence of n nodes (n² pairs),
+                // as the embedding stage computes it once per sequence
+                let (hops, edge_dim) = (self.shape.edge_hops(), self.shape.edge_feature_dim);
+                let paths = (edge_dim > 0)
+                    .then(|| SequenceEdges::draw(&mut self.rng, n, hops.max(1), edge_dim).batch::<B>(1, &self.device));
                 Box::new(move |model| {
                     let x = model.input.forward(NodeInput::Features(features))
                         + model.centrality.forward(in_degree, out_degree);
-                    Ok((x.sum(), Vec::new()))
+                    let mut loss = x.sum();
+                    if let (Some(encoding), Some(paths)) = (&model.edge_encoding, &paths) {
+                        loss = loss + encoding.forward(paths)?.sum();
+                    }
+                    Ok((loss, Vec::new()))
                 })
             }
             ProfiledPart::LayerDense => {
@@ -117,6 +127,9 @@ impl<B: ContextParallelBackend> PartBench<B> {
                     random_buckets(&mut self.rng, batch * n * n, self.shape.distance_buckets);
                 let index = DistanceBias::<B>::index_from_u8(buckets, [batch, n, n], &self.device)?;
                 let mask = Tensor::<B, 2>::zeros([batch, n], &self.device).equal_elem(1.0);
+                // with an edge encoding every layer also reads its `[batch, heads, n, n]` bias
+                let dense = (self.shape.edge_feature_dim > 0)
+                    .then(|| self.random([batch * heads, n, n], true).reshape([batch, heads, n, n]));
                 let block_size = self.shape.key_tile;
                 Box::new(move |model| {
                     let bias = AttentionBias {
@@ -125,7 +138,7 @@ impl<B: ContextParallelBackend> PartBench<B> {
                             table: model.spatial.table.val(),
                             column_offset: 0,
                         }),
-                        dense: None,
+                        dense,
                         key_padding_mask: Some(mask),
                     };
                     let options = AttentionOptions {

@@ -10,8 +10,8 @@ use crate::context::{ContextParallelBackend, RingCall};
 use crate::mesh::ActivationGrad;
 
 impl<B: ContextParallelBackend> Worker<B> {
-    /// Backward pass of one micro-batch; sends the input's and the table's gradients to the
-    /// previous stage and returns the gradients.
+    /// Backward pass of one micro-batch; sends the gradients of the input, the table and the
+    /// dense bias (if any) to the previous stage and returns the gradients.
     pub(super) fn backward(
         &self,
         plan: &StepPlan,
@@ -47,8 +47,17 @@ impl<B: ContextParallelBackend> Worker<B> {
                 let grad_x = Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device));
                 let grad_table =
                     Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device));
-                // d(surrogate)/d(output) = grad_x and d/d(table) = grad_table exactly
-                let surrogate = (output * grad_x).sum() + (saved.table.clone() * grad_table).sum();
+                // d(surrogate)/d(output) = grad_x, d/d(table) = grad_table and d/d(dense) =
+                // grad_dense exactly
+                let mut surrogate = (output * grad_x).sum() + (saved.table.clone() * grad_table).sum();
+                match (&saved.dense, message.dense) {
+                    (Some(dense), Some(grad_dense)) => {
+                        let grad_dense = Tensor::<B, 4>::from_inner(grad_dense.to_device(&self.inner_device));
+                        surrogate = surrogate + (dense.clone() * grad_dense).sum();
+                    }
+                    (None, None) => {}
+                    _ => return Err(self.internal("the dense bias and its gradient disagree")),
+                }
                 barrier()?;
                 surrogate.backward()
             }
@@ -62,11 +71,17 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .table
                 .grad(&grads)
                 .unwrap_or_else(|| saved.table.clone().inner().zeros_like());
+            let grad_dense = saved.dense.as_ref().map(|dense| {
+                dense
+                    .grad(&grads)
+                    .unwrap_or_else(|| dense.clone().inner().zeros_like())
+            });
             let gradient = ActivationGrad {
                 step: plan.step,
                 micro,
                 x: grad_x,
                 table: grad_table,
+                dense: grad_dense,
             };
             self.send_to_stage(link, gradient, "gradient", self.coord.stage - 1)?;
         }

@@ -25,6 +25,9 @@ pub(super) struct InFlight<B: ContextParallelBackend> {
     pub(super) table: Tensor<B, 2>,
     /// The received activation leaf (stages after the first).
     pub(super) input: Option<Tensor<B, 3>>,
+    /// The edge encoding's dense bias used: stage 0's output of its encoder, or the received
+    /// leaf; `None` without an edge encoding.
+    pub(super) dense: Option<Tensor<B, 4>>,
 }
 
 impl<B: ContextParallelBackend> Worker<B> {
@@ -86,7 +89,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             dense.max(batch * rows * columns),
         ));
         let module = fresh_leaves(self.module()?.clone());
-        let (x, table, input) = if self.coord.stage == 0 {
+        let (x, table, dense, input) = if self.coord.stage == 0 {
             let node_input = block
                 .input
                 .ok_or_else(|| self.internal("the source gave stage 0 no node input"))?;
@@ -99,7 +102,10 @@ impl<B: ContextParallelBackend> Worker<B> {
                 .ok_or_else(|| self.internal("stage 0 without spatial table"))?
                 .table
                 .val();
-            (x, table, None)
+            let dense = module
+                .edge_bias(block.edge_paths.as_ref())
+                .map_err(|source| ParallelError::Attention { rank: self.rank, source })?;
+            (x, table, dense, None)
         } else {
             let message = self.receive_from_stage(
                 self.links.activation_in.as_ref(),
@@ -112,7 +118,10 @@ impl<B: ContextParallelBackend> Worker<B> {
                 Tensor::<B, 3>::from_inner(message.x.to_device(&self.inner_device)).require_grad();
             let table = Tensor::<B, 2>::from_inner(message.table.to_device(&self.inner_device))
                 .require_grad();
-            (x.clone(), table, Some(x))
+            let dense = message
+                .dense
+                .map(|dense| Tensor::<B, 4>::from_inner(dense.to_device(&self.inner_device)).require_grad());
+            (x.clone(), table, dense, Some(x))
         };
         let ulysses = if self.cp_mode == CpMode::Ulysses && self.shape.cp > 1 {
             Some(UlyssesContext {
@@ -127,6 +136,7 @@ impl<B: ContextParallelBackend> Worker<B> {
             index_rows: block.index_rows,
             padding: block.padding,
             table: table.clone(),
+            dense: dense.clone(),
             ring: &self.links.ring,
             call: RingCall {
                 step: plan.step,
@@ -154,6 +164,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                     loss: Some(loss),
                     table,
                     input,
+                    dense,
                 },
                 value,
             ))
@@ -168,6 +179,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                 micro,
                 x: output.clone().inner(),
                 table: table.clone().inner(),
+                dense: dense.clone().map(|dense| dense.inner()),
             };
             self.send_to_stage(link, activation, "activation", self.coord.stage + 1)?;
             Ok((
@@ -177,6 +189,7 @@ impl<B: ContextParallelBackend> Worker<B> {
                     loss: None,
                     table,
                     input,
+                    dense,
                 },
                 0.0,
             ))

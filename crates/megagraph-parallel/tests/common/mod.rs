@@ -10,6 +10,7 @@ use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use megagraph_models::encoders::EdgePaths;
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, masked_cross_entropy};
 use megagraph_parallel::{BatchSource, TrainBatch, trainable};
 
@@ -77,10 +78,20 @@ pub fn model_config(layers: usize) -> GraphTransformerConfig {
 
 /// An initialized model (parameters materialized, so clones are identical).
 pub fn model(layers: usize, seed: u64) -> GraphTransformer<Inner> {
+    model_of(model_config(layers), seed)
+}
+
+/// An initialized model of `config` (parameters materialized, so clones are identical).
+pub fn model_of(config: GraphTransformerConfig, seed: u64) -> GraphTransformer<Inner> {
     let device = Default::default();
     Inner::seed(&device, seed);
-    megagraph_models::materialize(model_config(layers).init(&device))
+    megagraph_models::materialize(config.init(&device))
 }
+
+/// Width of the edge features of [`Synthetic::with_edges`].
+pub const EDGE_DIM: usize = 5;
+/// Edges of each synthetic sequence with edge features.
+const EDGES_PER_SEQUENCE: usize = 7;
 
 /// One synthetic sequence.
 #[derive(Clone, Debug)]
@@ -92,6 +103,13 @@ struct Sequence {
     padding: Vec<bool>,
     labels: Vec<i64>,
     weight: Vec<f32>,
+    /// With edges: the sequence's edge features `[EDGES_PER_SEQUENCE, EDGE_DIM]`.
+    edge_features: Vec<f32>,
+    /// With edges: per pair and hop the sequence's edge (`-1` past the path's end), `[seq, seq,
+    /// MAX_DISTANCE]`.
+    edge_ids: Vec<i64>,
+    /// With edges: `1 / hops` of each pair's path (0 without one), `[seq, seq]`.
+    inverse_length: Vec<f32>,
 }
 
 /// Random sequences of `seq_len` nodes, some with padded tails, each node a training node with
@@ -142,6 +160,9 @@ impl Synthetic {
                         .map(|_| rng.below(CLASSES as u64) as i64)
                         .collect(),
                     weight,
+                    edge_features: Vec::new(),
+                    edge_ids: Vec::new(),
+                    inverse_length: Vec::new(),
                 }
             })
             .collect();
@@ -150,6 +171,31 @@ impl Synthetic {
             sequences,
             failing: None,
         }
+    }
+
+    /// The same sequences with edge paths for an edge encoding of `EDGE_DIM` features: each
+    /// pair of real nodes at distance bucket `1..=MAX_DISTANCE` gets a path of that many random
+    /// edges of its sequence (drawn from `seed`), other pairs none.
+    pub fn with_edges(mut self, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let (s, hops) = (self.seq_len, usize::from(MAX_DISTANCE));
+        for sequence in &mut self.sequences {
+            sequence.edge_features = (0..EDGES_PER_SEQUENCE * EDGE_DIM).map(|_| rng.uniform(1.0)).collect();
+            sequence.edge_ids = vec![-1; s * s * hops];
+            sequence.inverse_length = vec![0.0; s * s];
+            for pair in 0..s * s {
+                let (i, j) = (pair / s, pair % s);
+                let length = sequence.distance[pair] as usize;
+                if sequence.padding[i] || sequence.padding[j] || !(1..=hops).contains(&length) {
+                    continue;
+                }
+                sequence.inverse_length[pair] = 1.0 / length as f32;
+                for hop in 0..length {
+                    sequence.edge_ids[pair * hops + hop] = rng.below(EDGES_PER_SEQUENCE as u64) as i64;
+                }
+            }
+        }
+        self
     }
 
     pub fn shared(self) -> Arc<dyn BatchSource<B>> {
@@ -202,7 +248,7 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
                 )
                 .into(),
                 padding: Tensor::from_data(TensorData::new(padding, [n, s]), device),
-                edge_paths: None,
+                edge_paths: edge_paths(&picked, s, device),
             },
             labels: Tensor::from_data(TensorData::new(ints(&|q| &q.labels), [n, s]), device),
             train_weight: Tensor::from_data(
@@ -219,6 +265,32 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
             .map(|q| q.weight.iter().filter(|&&w| w > 0.0).count())
             .sum()
     }
+}
+
+/// The edge paths of a batch of `picked` sequences (their edges one after the other; `None`
+/// without edges).
+fn edge_paths<Bk: Backend>(picked: &[&Sequence], s: usize, device: &Bk::Device) -> Option<EdgePaths<Bk>> {
+    if picked.first()?.edge_features.is_empty() {
+        return None;
+    }
+    let (n, hops) = (picked.len(), usize::from(MAX_DISTANCE));
+    let edges = n * EDGES_PER_SEQUENCE;
+    let features: Vec<f32> = picked.iter().flat_map(|q| q.edge_features.iter().copied()).collect();
+    let ids: Vec<i64> = picked
+        .iter()
+        .enumerate()
+        .flat_map(|(b, q)| {
+            q.edge_ids
+                .iter()
+                .map(move |&id| if id < 0 { edges as i64 } else { (b * EDGES_PER_SEQUENCE) as i64 + id })
+        })
+        .collect();
+    let inverse_length: Vec<f32> = picked.iter().flat_map(|q| q.inverse_length.iter().copied()).collect();
+    Some(EdgePaths {
+        features: Tensor::from_data(TensorData::new(features, [edges, EDGE_DIM]), device),
+        edge_ids: Tensor::from_data(TensorData::new(ids, [n, s, s, hops]), device),
+        inverse_length: Tensor::from_data(TensorData::new(inverse_length, [n, s, s]), device),
+    })
 }
 
 /// Single-device training as in `megagraph-train`: one forward over the whole batch, AdamW.

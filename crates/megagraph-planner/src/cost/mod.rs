@@ -160,16 +160,31 @@ impl CostModel {
             BackwardOverlap::Independent
         };
 
+        // with an edge encoding the embedding's samples are one sequence of n nodes with the
+        // bias of its n² pairs: a micro-batch's embedding is q of them, each rank's rows a
+        // `1 / cp` share
+        let seq = self.workload.seq_len as f64;
+        // the edge encoding's bias `[q, heads, block, S]` travels with the activations
+        let bias_bytes = if self.shape.edge_feature_dim > 0 { q * self.shape.heads as f64 * block * seq * e } else { 0.0 };
+        let embedding = if self.shape.edge_feature_dim > 0 {
+            let share = q / cp;
+            StagePass {
+                forward: share * fitted.embedding.forward_seconds(seq),
+                backward: share * fitted.embedding.backward_seconds(seq),
+            }
+        } else {
+            part(&fitted.embedding)
+        };
         CandidateCost {
             mesh,
             memory: MemoryModel::new(&self.shape, &self.workload, fitted, &mesh),
             dtype_bytes: e,
-            embedding: part(&fitted.embedding),
+            embedding,
             head: part(&fitted.head),
             layer_dense: part(&fitted.layer_dense),
             layer_attention_compute: attention_compute,
             context,
-            send: point_to_point_seconds(rows * d * e, &pipeline_link.link),
+            send: point_to_point_seconds(rows * d * e + bias_bytes, &pipeline_link.link),
             overlap,
             solo: fitted.solo,
             devices_per_node: self.cluster.devices_per_node,

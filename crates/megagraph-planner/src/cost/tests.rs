@@ -3,6 +3,7 @@
 use super::*;
 use crate::cluster::{ComputeHints, LinkSpec};
 use crate::latency::FitOptions;
+use crate::partition::optimal_partition;
 use crate::profile::{ProfileLadder, analytic_profile};
 
 fn model(inter_bandwidth: f64) -> CostModel {
@@ -10,13 +11,18 @@ fn model(inter_bandwidth: f64) -> CostModel {
 }
 
 fn model_waiting(inter_bandwidth: f64, backward_waits_for_other_ranks: bool) -> CostModel {
+    model_of(ModelShape::paper(), 16_384, inter_bandwidth, backward_waits_for_other_ranks)
+}
+
+/// The cost model of `shape` on sequences of `seq_len` nodes, from its analytic profile on
+/// H200s (two machines of two).
+fn model_of(shape: ModelShape, seq_len: usize, inter_bandwidth: f64, backward_waits_for_other_ranks: bool) -> CostModel {
     let hints = ComputeHints {
         peak_flops: 4.95e14,
         memory_bandwidth_bytes_per_second: 4.8e12,
         efficiency: 0.5,
         kernel_launch_seconds: 5e-6,
     };
-    let shape = ModelShape::paper();
     let table = analytic_profile(&hints, "gpu", &shape, 4, &ProfileLadder::default()).unwrap();
     let fitted = FittedProfile::fit(&table, &FitOptions::default()).unwrap();
     let cluster = ClusterSpec {
@@ -37,7 +43,7 @@ fn model_waiting(inter_bandwidth: f64, backward_waits_for_other_ranks: bool) -> 
         backward_waits_for_other_ranks,
     };
     let workload = Workload {
-        seq_len: 16_384,
+        seq_len,
         sequences_per_step: 8,
         dtype_bytes: 4,
         near_pairs_per_row: None,
@@ -215,4 +221,31 @@ fn passes_split_every_stage_into_forward_and_backward() {
         assert!(pass.forward > 0.0 && pass.backward > 0.0);
         assert!((pass.total() - cost.stage_seconds(stage, layers)).abs() < 1e-15);
     }
+}
+
+#[test]
+fn a_heavy_edge_encoding_moves_layers_off_the_first_stage() {
+    let mesh = CandidateMesh {
+        pp: 2,
+        cp: 1,
+        dp: 1,
+        micro_batches: 4,
+        cp_mode: CpMode::Ring,
+    };
+    let plain = model_of(ModelShape::paper(), 4096, 50e9, false).candidate(mesh);
+    let edges = ModelShape {
+        edge_feature_dim: 16,
+        ..ModelShape::paper()
+    };
+    let heavy = model_of(edges, 4096, 50e9, false).candidate(mesh);
+    // the embedding stage builds the bias of every pair: stage 0 costs more, stage 1 the same
+    // layers (its attention reads the bias it receives, which the profile leaves out)
+    assert!(heavy.stage_seconds(0, 8) > plain.stage_seconds(0, 8) * 1.2, "{} vs {}", heavy.stage_seconds(0, 8), plain.stage_seconds(0, 8));
+    let split = optimal_partition(16, 2, |s, i, j| Some(heavy.stage_seconds(s, j - i)))
+        .map(|partition| partition.stage_layers)
+        .unwrap_or_default();
+    assert!(split.len() == 2 && split[0] < split[1], "{split:?}");
+    let balanced = heavy.estimate(&split).step_seconds;
+    let even = heavy.estimate(&[8, 8]).step_seconds;
+    assert!(balanced < even * 0.95, "{split:?}: {balanced} s vs [8, 8]: {even} s");
 }

@@ -56,6 +56,8 @@ pub fn analytic_profile(
         classes: shape.num_classes as f64,
         tile: shape.key_tile as f64,
         e: dtype_bytes as f64,
+        edge_dim: shape.edge_feature_dim as f64,
+        hops: shape.edge_hops() as f64,
     };
     let series =
         |sizes: &[usize], sample: &dyn Fn(f64) -> ([f64; 2], [f64; 2])| -> Vec<ProfileSample> {
@@ -101,6 +103,10 @@ struct AnalyticModel<'a> {
     classes: f64,
     tile: f64,
     e: f64,
+    /// Width of the edge features (0: no edge encoding).
+    edge_dim: f64,
+    /// Hops of the edge encoding's paths.
+    hops: f64,
 }
 
 impl AnalyticModel<'_> {
@@ -128,7 +134,8 @@ impl AnalyticModel<'_> {
 
     fn embedding(&self, n: f64) -> ([f64; 2], [f64; 2]) {
         let (d, e) = (self.d, self.e);
-        let kernels = [
+        let (h, hops) = (self.h, self.hops);
+        let mut kernels = vec![
             self.matmul(n, self.features, d),
             // Two degree-embedding gathers and the sum: indices (u32) in, rows out.
             Kernel {
@@ -136,9 +143,20 @@ impl AnalyticModel<'_> {
                 bytes: e * 3.0 * n * d + 8.0 * n,
             },
         ];
-        // Features (for the weight gradient) and degree indices.
-        let saved = e * n * self.features + 8.0 * n;
-        (self.times(&kernels), [saved, saved + e * 2.0 * n * d])
+        if hops > 0.0 {
+            // The edge encoding of one sequence of n nodes: its n edges projected per hop, then
+            // per pair the gather of `hops` rows of `heads` (i64 indices in), their sum, the
+            // scale by 1 / length and the `[heads, n, n]` bias out.
+            kernels.push(self.matmul(n, self.edge_dim, hops * h));
+            kernels.push(Kernel {
+                flops: n * n * hops * h + n * n * h,
+                bytes: e * (n * n * hops * h + 2.0 * n * n * h) + 8.0 * n * n * hops,
+            });
+        }
+        // Features (for the weight gradient), degree indices and the edge paths.
+        let paths = 8.0 * n * n * hops + e * n * n * f64::from(hops > 0.0);
+        let saved = e * n * self.features + 8.0 * n + paths;
+        (self.times(&kernels), [saved, saved + e * 2.0 * n * d + e * n * n * h * f64::from(hops > 0.0)])
     }
 
     fn layer_dense(&self, n: f64) -> ([f64; 2], [f64; 2]) {

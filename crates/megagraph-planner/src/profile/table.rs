@@ -59,9 +59,9 @@ pub struct ProfileKey {
 ///
 /// | part | one sample at `size = n` is | time grows with |
 /// |---|---|---|
-/// | [`embedding`](ProfiledPart::Embedding) | the embedding stage on `n` nodes | `n` |
+/// | [`embedding`](ProfiledPart::Embedding) | the embedding stage on `n` nodes (with an edge encoding: one sequence of `n` nodes and the bias of its `n^2` pairs) | `n` (`n^2` with an edge encoding) |
 /// | [`layer_dense`](ProfiledPart::LayerDense) | one layer without its attention core (2 layer norms, Q/K/V/O projections, FFN, residuals) on `n` nodes | `n` |
-/// | [`attention`](ProfiledPart::Attention) | one attention block: `n` queries against `n` keys with the spatial bias read from the `u8` distance index (one ring step) | `n^2` |
+/// | [`attention`](ProfiledPart::Attention) | one attention block: `n` queries against `n` keys with the spatial bias read from the `u8` distance index (one ring step), and with an edge encoding its dense `[heads, n, n]` bias | `n^2` |
 /// | [`head`](ProfiledPart::Head) | final layer norm, classifier and loss on `n` nodes | `n` |
 ///
 /// A full layer on a sequence of `S` nodes is `layer_dense(S) + attention(S)`; under context

@@ -108,12 +108,6 @@ impl<'a> NodeClassificationTrainer<'a> {
         if !self.config.mesh.is_parallel() && self.nodes.is_none() {
             return Ok(None);
         }
-        if self.data.has_edge_paths() {
-            return Err(TrainError::InvalidConfig {
-                field: "model.edge_encoding",
-                reason: "runs on one device only: no mesh and no multi-node run".into(),
-            });
-        }
         let steps = StepShape {
             seq_len: self.data.seq_len,
             sequences_per_step: self.batch_size(),
@@ -122,7 +116,15 @@ impl<'a> NodeClassificationTrainer<'a> {
             // the planner's memory model counts the sparse index as it will be built
             near_pairs_per_row: matches!(self.config.mesh.plan, Some(MeshPlan::Auto)).then(|| self.data.near_pairs_per_row()),
         };
-        resolve_layout(&self.config.mesh, &self.model_config(), steps).map(Some)
+        let layout = resolve_layout(&self.config.mesh, &self.model_config(), steps)?;
+        if self.data.has_edge_paths() && layout.cp > 1 {
+            // the embedding stage computes the edge encoding's bias of whole sequences only
+            return Err(TrainError::InvalidConfig {
+                field: "model.edge_encoding",
+                reason: format!("runs without context parallelism only, and the layout has cp = {}", layout.cp),
+            });
+        }
+        Ok(Some(layout))
     }
 
     fn batch_size(&self) -> usize {
