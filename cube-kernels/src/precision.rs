@@ -34,7 +34,7 @@ pub(crate) fn widen<B: Backend>(tensor: FloatTensor<B>) -> FloatTensor<B> {
 }
 
 /// `tensor` cast to `dtype` unless it already has it.
-fn narrow<B: Backend>(tensor: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
+pub(crate) fn narrow<B: Backend>(tensor: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
     if tensor.dtype() == dtype {
         tensor
     } else {
