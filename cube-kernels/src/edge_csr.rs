@@ -38,12 +38,12 @@ fn group(rows: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u
 }
 
 impl HostEdges {
-    /// The edges `src[e] → dst[e]` between `rows` rows.
+    /// The edges `src[e] → dst[e]` between `rows` rows. Only this crate builds it, from edges
+    /// whose rows [`SequenceEdges::new`](crate::SequenceEdges::new) has checked.
     ///
     /// # Panics
-    /// If `src` and `dst` differ in length or name a row not below `rows` (callers check the
-    /// positions first, see [`SequenceEdges::new`](crate::SequenceEdges::new)).
-    pub fn new(rows: usize, src: &[u32], dst: &[u32]) -> Self {
+    /// If `src` and `dst` differ in length or name a row not below `rows`.
+    pub(crate) fn new(rows: usize, src: &[u32], dst: &[u32]) -> Self {
         assert_eq!(src.len(), dst.len(), "one source and one destination per edge");
         let pairs = src.iter().copied().zip(dst.iter().copied());
         let (incoming_offsets, incoming) = group(rows, pairs.clone().map(|(s, d)| (d, s)));
