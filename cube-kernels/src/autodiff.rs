@@ -1,5 +1,7 @@
-//! The op on [`Autodiff`]: one custom backward node that saves the inputs and the packed output
-//! and recomputes probabilities tile by tile in the backward pass.
+//! The ops on [`Autodiff`]: one custom backward node per op. Biased attention's saves the inputs
+//! and the packed output and recomputes probabilities tile by tile in the backward pass; sparse
+//! edge attention's saves the inputs, the output and the per-(query, head) normalizer and
+//! recomputes the per-edge weights.
 
 use core::marker::PhantomData;
 
@@ -8,10 +10,38 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
 use crate::backend::GraphAttentionBackend;
-use crate::primitives::{DistanceBiasPrimitive, GraphAttentionInputs};
+use crate::primitives::{DistanceBiasPrimitive, GraphAttentionInputs, SparseEdgeInputs, SparseEdgeOutput};
+
+/// Backward step of sparse edge attention. Parents: `[q, k, v]`.
+#[derive(Debug)]
+struct SparseEdgeBackward<B> {
+    _backend: PhantomData<B>,
+}
+
+impl<B: GraphAttentionBackend> Backward<B, 3> for SparseEdgeBackward<B> {
+    /// The inner-backend inputs and the forward pass's output and normalizer.
+    type State = (SparseEdgeInputs<B>, SparseEdgeOutput<B>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let grad = grads.consume::<B>(&ops.node);
+        let (inputs, output) = ops.state;
+        let result = B::sparse_edge_attention_backward(inputs, output, grad);
+        for (parent, grad) in ops.parents.into_iter().zip([result.q, result.k, result.v]) {
+            if let Some(node) = parent {
+                grads.register::<B>(node.id, grad);
+            }
+        }
+    }
+}
 
 /// Backward step of the op. Parents: `[q, k, v, table, dense]`.
 #[derive(Debug)]
@@ -59,6 +89,39 @@ impl<B: GraphAttentionBackend> Backward<B, 5> for GraphAttentionBackward<B> {
 }
 
 impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for Autodiff<B, C> {
+    fn sparse_edge_attention_forward(inputs: SparseEdgeInputs<Self>) -> SparseEdgeOutput<Self> {
+        let nodes = [inputs.q.node.clone(), inputs.k.node.clone(), inputs.v.node.clone()];
+        let inner = SparseEdgeInputs::<B> {
+            q: inputs.q.primitive,
+            k: inputs.k.primitive,
+            v: inputs.v.primitive,
+            src: inputs.src,
+            dst: inputs.dst,
+            host: inputs.host,
+            scale: inputs.scale,
+        };
+        let step = SparseEdgeBackward::<B> {
+            _backend: PhantomData,
+        };
+        let (out, normalizer) = match step.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let output = B::sparse_edge_attention_forward(inner.clone());
+                let normalizer = output.normalizer.clone();
+                let out = output.out.clone();
+                (prep.finish((inner, output), out), normalizer)
+            }
+            OpsKind::UnTracked(prep) => {
+                let output = B::sparse_edge_attention_forward(inner);
+                (prep.finish(output.out), output.normalizer)
+            }
+        };
+        // the normalizer is no output to differentiate: a constant of the graph
+        SparseEdgeOutput {
+            out,
+            normalizer: <Self as AutodiffBackend>::from_inner(normalizer),
+        }
+    }
+
     fn graph_attention_forward(inputs: GraphAttentionInputs<Self>) -> FloatTensor<Self> {
         let q_node = inputs.q.node.clone();
         let table_node = inputs

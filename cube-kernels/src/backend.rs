@@ -4,7 +4,9 @@
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::FloatTensor;
 
-use crate::primitives::{GraphAttentionGrads, GraphAttentionInputs};
+use crate::primitives::{
+    GraphAttentionGrads, GraphAttentionInputs, SparseEdgeGrads, SparseEdgeInputs, SparseEdgeOutput,
+};
 use crate::reference;
 
 /// A backend that can run exact blockwise biased graph attention.
@@ -42,6 +44,28 @@ pub trait GraphAttentionBackend: Backend {
         packed_grad: FloatTensor<Self>,
     ) -> GraphAttentionGrads<Self> {
         reference::backward::<Self>(inputs, packed_output, packed_grad)
+    }
+
+    /// Sparse edge attention's forward pass (TorchGT's mode, see
+    /// [`sparse_edge_attention`](crate::sparse_edge_attention)): the output and the normalizer
+    /// `Σ w + ε` of each (query, head), which the backward pass reuses.
+    ///
+    /// The default is [`reference::sparse_edge::forward`], written with Burn tensor ops.
+    fn sparse_edge_attention_forward(inputs: SparseEdgeInputs<Self>) -> SparseEdgeOutput<Self> {
+        reference::sparse_edge::forward::<Self>(inputs)
+    }
+
+    /// Sparse edge attention's backward pass. `output` is the forward pass's result and `grad`
+    /// the gradient of the loss with respect to its `out`; each gradient has its input's dtype.
+    ///
+    /// The default is [`reference::sparse_edge::backward`], which recomputes the per-edge
+    /// weights with Burn tensor ops.
+    fn sparse_edge_attention_backward(
+        inputs: SparseEdgeInputs<Self>,
+        output: SparseEdgeOutput<Self>,
+        grad: FloatTensor<Self>,
+    ) -> SparseEdgeGrads<Self> {
+        reference::sparse_edge::backward::<Self>(inputs, output, grad)
     }
 }
 

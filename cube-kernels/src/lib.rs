@@ -33,6 +33,7 @@ mod bias;
 mod cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
+mod edge_csr;
 mod error;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod fusion;
@@ -53,5 +54,8 @@ pub use index::{
 };
 pub use merge::merge_partials;
 pub use precision::compute_dtype;
-pub use primitives::{DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs};
+pub use edge_csr::HostEdges;
+pub use primitives::{
+    DistanceBiasPrimitive, GraphAttentionGrads, GraphAttentionInputs, SparseEdgeGrads, SparseEdgeInputs, SparseEdgeOutput,
+};
 pub use sparse_edge::{NORMALIZER_EPSILON, SCORE_CLAMP, SequenceEdges, join_global_token, sparse_edge_attention};

@@ -2,7 +2,11 @@
 //! [`GraphAttentionBackend`](crate::GraphAttentionBackend) takes and returns them.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::ops::{BoolTensor, FloatTensor};
+use std::sync::Arc;
+
+use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
+
+use crate::edge_csr::HostEdges;
 
 use crate::index::BucketIndexPrimitive;
 
@@ -57,4 +61,50 @@ pub struct GraphAttentionGrads<B: Backend> {
     pub table: Option<FloatTensor<B>>,
     /// `[batch, heads, q_len, k_len]`, present iff the inputs had a dense bias.
     pub dense: Option<FloatTensor<B>>,
+}
+
+/// Validated inputs of sparse edge attention at the primitive level, as
+/// [`sparse_edge_attention_forward`](crate::GraphAttentionBackend::sparse_edge_attention_forward)
+/// takes them.
+///
+/// [`sparse_edge_attention`](crate::sparse_edge_attention) builds it after checking every shape:
+/// `q`, `k`, `v` are `[batch, heads, seq, head_dim]`, and the edges join rows `b · seq + p` of
+/// the same batch element `b`.
+#[derive(Clone, Debug)]
+pub struct SparseEdgeInputs<B: Backend> {
+    /// Queries `[batch, heads, seq, head_dim]`.
+    pub q: FloatTensor<B>,
+    /// Keys `[batch, heads, seq, head_dim]`.
+    pub k: FloatTensor<B>,
+    /// Values `[batch, heads, seq, head_dim]`.
+    pub v: FloatTensor<B>,
+    /// Row `b · seq + src` of each edge's key, `[edges]`.
+    pub src: IntTensor<B>,
+    /// Row `b · seq + dst` of each edge's query, `[edges]`.
+    pub dst: IntTensor<B>,
+    /// The same edges on the host, grouped by destination and by source row.
+    pub host: Arc<HostEdges>,
+    /// Factor applied to `q·k` before the clamp.
+    pub scale: f32,
+}
+
+/// Result of sparse edge attention's forward pass.
+#[derive(Clone, Debug)]
+pub struct SparseEdgeOutput<B: Backend> {
+    /// `out = Σ w · v_src / (Σ w + ε)`, `[batch, heads, seq, head_dim]`.
+    pub out: FloatTensor<B>,
+    /// The normalizer `Σ w + ε` of each (query, head), `[batch, heads, seq]`, what the backward
+    /// pass divides by.
+    pub normalizer: FloatTensor<B>,
+}
+
+/// Gradients of sparse edge attention's inputs, each of its input's shape.
+#[derive(Clone, Debug)]
+pub struct SparseEdgeGrads<B: Backend> {
+    /// `[batch, heads, seq, head_dim]`.
+    pub q: FloatTensor<B>,
+    /// `[batch, heads, seq, head_dim]`.
+    pub k: FloatTensor<B>,
+    /// `[batch, heads, seq, head_dim]`.
+    pub v: FloatTensor<B>,
 }

@@ -4,14 +4,22 @@
 //! Per edge `src → dst` and head, `w = exp(clamp(q_dst · k_src · scale, -5, 5))`; per query
 //! `out = Σ w · v_src / (Σ w + 1e-6)` over its incoming edges. The clamp stands in for the
 //! softmax's max subtraction (as in TorchGT's released code), and a query without edges gets
-//! zeros. Written with Burn tensor ops (gather, scatter-add), so it runs on every backend and
-//! Burn's autodiff gives its backward; memory is `O(edges · heads · head_dim)`.
+//! zeros. It is an op of [`GraphAttentionBackend`] with its own backward: the default is the
+//! [reference](crate::reference::sparse_edge) with Burn tensor ops (gather, scatter-add, memory
+//! `O(edges · heads · head_dim)`), `Flex` runs a fused CPU path over the edges grouped per row
+//! ([`HostEdges`]), and on [`Autodiff`](burn::backend::Autodiff) a custom backward node calls the
+//! inner backend's backward.
+
+use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use megagraph_graph::graph::Graph;
 
+use crate::backend::GraphAttentionBackend;
+use crate::edge_csr::HostEdges;
 use crate::error::AttentionError;
+use crate::primitives::SparseEdgeInputs;
 
 /// The logits are clamped to `[-SCORE_CLAMP, SCORE_CLAMP]` before the exponential.
 pub const SCORE_CLAMP: f32 = 5.0;
@@ -27,6 +35,8 @@ pub struct SequenceEdges<B: Backend> {
     src: Tensor<B, 1, Int>,
     /// Row `b · seq + dst` of each edge's query, `[edges]`.
     dst: Tensor<B, 1, Int>,
+    /// The same edges on the host, grouped by row (shared by clones).
+    host: Arc<HostEdges>,
     batch: usize,
     seq_len: usize,
     count: usize,
@@ -52,14 +62,19 @@ impl<B: Backend> SequenceEdges<B> {
                         seq_len,
                     });
                 }
-                src.push((b * seq_len + s as usize) as i64);
-                dst.push((b * seq_len + d as usize) as i64);
+                src.push((b * seq_len + s as usize) as u32);
+                dst.push((b * seq_len + d as usize) as u32);
             }
         }
-        let ints = |values: Vec<i64>| Tensor::from_data(TensorData::new(values, [count]), device);
+        let host = Arc::new(HostEdges::new(edges.len() * seq_len, &src, &dst));
+        let ints = |values: Vec<u32>| {
+            let values: Vec<i64> = values.into_iter().map(i64::from).collect();
+            Tensor::from_data(TensorData::new(values, [count]), device)
+        };
         Ok(Self {
             src: ints(src),
             dst: ints(dst),
+            host,
             batch: edges.len(),
             seq_len,
             count,
@@ -122,6 +137,27 @@ impl<B: Backend> SequenceEdges<B> {
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
+
+    /// The edges on the host, grouped by destination and by source row.
+    pub fn host(&self) -> &HostEdges {
+        &self.host
+    }
+
+    /// The primitive-level inputs of sparse edge attention over these edges, for
+    /// [`GraphAttentionBackend::sparse_edge_attention_forward`]: `q`, `k`, `v` as
+    /// `[batch, heads, seq, head_dim]` with this batch and sequence length (not checked here;
+    /// [`sparse_edge_attention`] checks them).
+    pub fn inputs(&self, q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>, scale: f32) -> SparseEdgeInputs<B> {
+        SparseEdgeInputs {
+            q: q.into_primitive().tensor(),
+            k: k.into_primitive().tensor(),
+            v: v.into_primitive().tensor(),
+            src: self.src.clone().into_primitive(),
+            dst: self.dst.clone().into_primitive(),
+            host: self.host.clone(),
+            scale,
+        }
+    }
 }
 
 /// The edges `edges` (`(src, dst)` positions of a sequence of `len` nodes) joined to a global
@@ -148,14 +184,14 @@ pub fn join_global_token(edges: &[(u32, u32)], len: usize) -> Vec<(u32, u32)> {
 /// # Errors
 /// [`AttentionError::ShapeMismatch`] when `k`, `v` or the edges' batch and sequence length
 /// disagree with `q`; [`AttentionError::NonFiniteScale`] for a scale that is not finite.
-pub fn sparse_edge_attention<B: Backend>(
+pub fn sparse_edge_attention<B: GraphAttentionBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
     edges: &SequenceEdges<B>,
     scale: Option<f32>,
 ) -> Result<Tensor<B, 4>, AttentionError> {
-    let [batch, heads, seq, head_dim] = q.dims();
+    let [batch, _, seq, head_dim] = q.dims();
     for (tensor, t) in [("k", &k), ("v", &v)] {
         for (dim, (expected, actual)) in ["batch", "heads", "seq", "head_dim"].into_iter().zip(q.dims().into_iter().zip(t.dims())) {
             if expected != actual {
@@ -172,30 +208,6 @@ pub fn sparse_edge_attention<B: Backend>(
     if !scale.is_finite() {
         return Err(AttentionError::NonFiniteScale(scale));
     }
-    let rows = |t: Tensor<B, 4>| t.swap_dims(1, 2).reshape([batch * seq, heads, head_dim]);
-    let (q, k, v) = (rows(q), rows(k), rows(v));
-    let device = q.device();
-    // per edge and head: [edges, heads, head_dim] gathers, [edges, heads, 1] weights
-    let queries = q.select(0, edges.dst.clone());
-    let keys = k.select(0, edges.src.clone());
-    let values = v.select(0, edges.src.clone());
-    let weights = (queries * keys)
-        .sum_dim(2)
-        .mul_scalar(scale)
-        .clamp(-SCORE_CLAMP, SCORE_CLAMP)
-        .exp();
-    let numerator = Tensor::<B, 3>::zeros([batch * seq, heads, head_dim], &device).select_assign(
-        0,
-        edges.dst.clone(),
-        weights.clone() * values,
-        IndexingUpdateOp::Add,
-    );
-    let normalizer = Tensor::<B, 3>::zeros([batch * seq, heads, 1], &device).select_assign(
-        0,
-        edges.dst.clone(),
-        weights,
-        IndexingUpdateOp::Add,
-    );
-    let out = numerator / normalizer.add_scalar(NORMALIZER_EPSILON);
-    Ok(out.reshape([batch, seq, heads, head_dim]).swap_dims(1, 2))
+    let out = B::sparse_edge_attention_forward(edges.inputs(q, k, v, scale)).out;
+    Ok(Tensor::from_primitive(TensorPrimitive::Float(out)))
 }

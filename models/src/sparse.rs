@@ -3,7 +3,7 @@
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use megagraph_kernels::{AttentionError, SequenceEdges, sparse_edge_attention};
+use megagraph_kernels::{AttentionError, GraphAttentionBackend, SequenceEdges, sparse_edge_attention};
 
 use crate::{Attend, AttendInputs};
 
@@ -35,7 +35,7 @@ impl<B: Backend> SparseAttention<B> {
     }
 }
 
-impl<B: Backend> Attend<B> for SparseAttention<B> {
+impl<B: GraphAttentionBackend> Attend<B> for SparseAttention<B> {
     type Error = AttentionError;
 
     /// `inputs.q`, `k`, `v`: `[batch, heads, seq, head_dim]` with the batch and sequence length

@@ -12,16 +12,19 @@
 //! and take this path in `f32`: the packed result (output and log-sum-exp) is `f32`, the
 //! gradients are cast back to their inputs' dtypes. `f64` inputs, or a distance index whose
 //! buckets do not fit a byte, go to the reference implementation instead.
+//!
+//! Sparse edge attention (TorchGT's mode) has its own fused path, [`sparse_edge`].
 
 mod backward;
 mod forward;
+mod sparse_edge;
 mod tile;
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::{DType, TensorData, TensorMetadata};
 
-use crate::primitives::GraphAttentionInputs;
+use crate::primitives::{GraphAttentionInputs, SparseEdgeGrads, SparseEdgeInputs, SparseEdgeOutput};
 use crate::index::{BucketIndexPrimitive, HostCsr};
 use crate::precision::{narrow_grads, widen, widen_inputs};
 
@@ -458,5 +461,17 @@ impl crate::GraphAttentionBackend for Flex {
             _ => crate::reference::backward(inputs, packed_output, packed_grad),
         };
         narrow_grads(grads, dtypes)
+    }
+
+    fn sparse_edge_attention_forward(inputs: SparseEdgeInputs<Self>) -> SparseEdgeOutput<Self> {
+        sparse_edge::forward(inputs)
+    }
+
+    fn sparse_edge_attention_backward(
+        inputs: SparseEdgeInputs<Self>,
+        output: SparseEdgeOutput<Self>,
+        grad: burn::tensor::ops::FloatTensor<Self>,
+    ) -> SparseEdgeGrads<Self> {
+        sparse_edge::backward(inputs, output, grad)
     }
 }

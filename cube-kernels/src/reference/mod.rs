@@ -26,6 +26,8 @@ use crate::bias::bytes_tensor;
 use crate::index::{BucketIndexPrimitive, HostCsr, SparseBucketIndexPrimitive};
 use crate::precision::{narrow_grads, widen, widen_inputs};
 
+pub mod sparse_edge;
+
 /// Wraps a float primitive into a tensor.
 pub(crate) fn float<B: Backend, const D: usize>(primitive: FloatTensor<B>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(primitive))
