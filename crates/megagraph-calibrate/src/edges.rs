@@ -5,7 +5,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use megagraph_models::encoders::EdgePaths;
 
-use crate::realize::SplitMix;
+use crate::split_mix::SplitMix;
 
 /// The edge paths of one random sequence of `seq_len` nodes: `seq_len` edges with random
 /// features, and for every pair of distinct nodes a path of 1 to `hops` random edges (the

@@ -43,6 +43,7 @@ mod overhead;
 mod profiler;
 mod protocol;
 mod realize;
+mod split_mix;
 mod validate;
 
 pub use megagraph_parallel::{MemoryMeter, ThreadAllocatorMeter};

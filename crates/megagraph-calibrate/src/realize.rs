@@ -9,6 +9,7 @@ use megagraph_parallel::{BatchSource, BlockBatch, BlockRequest, TrainBatch, padd
 use megagraph_planner::ModelShape;
 
 use crate::edges::SequenceEdges;
+use crate::split_mix::SplitMix;
 
 /// The Graph Transformer configuration of `shape`: node features of `shape.feature_dim`, no
 /// dropout (so every rank computes the same thing), the shape's encodings and key tile.
@@ -55,33 +56,6 @@ pub fn model_shape(config: &GraphTransformerConfig) -> ModelShape {
 /// hold the same values).
 pub fn init_model<B: Backend>(shape: &ModelShape, device: &B::Device) -> GraphTransformer<B> {
     materialize(model_config(shape).init(device))
-}
-
-/// SplitMix64: deterministic pseudo-random values for synthetic inputs.
-#[derive(Clone, Debug)]
-pub(crate) struct SplitMix(u64);
-
-impl SplitMix {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[-1, 1)`.
-    pub(crate) fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
 }
 
 /// `len` random distance buckets below `buckets` (`u8`).

@@ -1,7 +1,8 @@
 //! One timed forward and backward pass of a profiled part on the real Burn modules.
 
 use crate::edges::SequenceEdges;
-use crate::realize::{SplitMix, init_model, random_buckets};
+use crate::realize::{init_model, random_buckets};
+use crate::split_mix::SplitMix;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use megagraph_kernels::{
