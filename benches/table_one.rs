@@ -7,12 +7,12 @@
 //! `D` hops (default 4): stage 0 builds the `[heads, S, S]` bias of every sequence (a gather of
 //! `S² · D` projected edges), the later stage receives it with the activations. The data:
 //! [`SyntheticSource`], one random sequence of `S` nodes (default 512) with random paths, 8
-//! sequences per step in 4 micro-batches.
+//! sequences per step in 8 micro-batches (one sequence each).
 //!
 //! The run:
 //! 1. profiles the model's parts on this machine ([`measure_profile`], two copies at once as
 //!    the two ranks run) and asks the planner ([`plan`] on `configs/clusters/cpu-local.toml`)
-//!    for its best `pp = 2, cp = 1, dp = 1` split at 4 micro-batches;
+//!    for its best `pp = 2, cp = 1, dp = 1` split at the same micro-batches;
 //! 2. trains 1 warm-up step and `MEGAGRAPH_BENCH_STEPS` measured steps (default 5) with the
 //!    naive even split and with the planner's split, and reports the median time per step,
 //!    each stage's peak memory (counted per worker thread by [`CountingAllocator`]) and busy
@@ -20,7 +20,8 @@
 //!    so a stage runs faster while the other waits) and for ranks on devices of their own.
 //!
 //! Run: `cargo bench --bench table_one`. `MEGAGRAPH_BENCH_SEQ_LEN`, `MEGAGRAPH_BENCH_LAYERS`,
-//! `MEGAGRAPH_BENCH_MAX_DISTANCE` and `MEGAGRAPH_BENCH_EDGE_DIM` change the sizes. Ranks run as
+//! `MEGAGRAPH_BENCH_MAX_DISTANCE`, `MEGAGRAPH_BENCH_EDGE_DIM` and `MEGAGRAPH_BENCH_MICRO_BATCHES`
+//! change the sizes. Ranks run as
 //! threads of one CPU (Flex), so the figures compare the balance of the two splits on the same
 //! cores, not the speed-up of separate devices.
 
@@ -40,7 +41,6 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 type B = Autodiff<Flex>;
 
 const SEQUENCES_PER_STEP: usize = 8;
-const MICRO_BATCHES: usize = 4;
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// `variable` as a number, or `default` when unset or not a number.
@@ -49,6 +49,16 @@ fn env_or(variable: &str, default: usize) -> usize {
         .ok()
         .and_then(|text| text.trim().parse().ok())
         .unwrap_or(default)
+}
+
+/// Micro-batches per step (`MEGAGRAPH_BENCH_MICRO_BATCHES`, default 8: one sequence each); a
+/// divisor of [`SEQUENCES_PER_STEP`].
+fn micro_batches() -> usize {
+    let wanted = env_or("MEGAGRAPH_BENCH_MICRO_BATCHES", 8).clamp(1, SEQUENCES_PER_STEP);
+    (1..=wanted)
+        .rev()
+        .find(|m| SEQUENCES_PER_STEP.is_multiple_of(*m))
+        .unwrap_or(1)
 }
 
 /// The benchmarked model.
@@ -100,18 +110,18 @@ fn planner_split(
         .candidates
         .iter()
         .map(|plan| &plan.layout)
-        .find(|layout| layout.pp == 2 && layout.cp == 1 && layout.dp == 1 && layout.micro_batches == MICRO_BATCHES)
+        .find(|layout| layout.pp == 2 && layout.cp == 1 && layout.dp == 1 && layout.micro_batches == micro_batches())
         .map(|layout| layout.stage_layers.clone())
-        .ok_or_else(|| format!("the planner kept no pp = 2 plan at {MICRO_BATCHES} micro-batches"))
+        .ok_or_else(|| format!("the planner kept no pp = 2 plan at {} micro-batches", micro_batches()))
 }
 
-/// The `pp = 2` pipeline of `split` at [`MICRO_BATCHES`] micro-batches.
+/// The `pp = 2` pipeline of `split` at [`micro_batches`] micro-batches.
 fn pipeline(split: &[usize]) -> ParallelConfig {
     ParallelConfig {
         pp: 2,
         cp: 1,
         dp: 1,
-        micro_batches: MICRO_BATCHES,
+        micro_batches: micro_batches(),
         stage_layers: split.to_vec(),
         cp_mode: CpMode::Ring,
     }
@@ -175,12 +185,13 @@ fn main() -> Result<(), String> {
     let layers = shape.layers;
     println!(
         "table_one bench: {layers} layers, {} heads, hidden {}, edge encoding over {} edge features and {} hops, \
-         {SEQUENCES_PER_STEP} sequences x {seq_len} nodes per step in {MICRO_BATCHES} micro-batches, \
+         {SEQUENCES_PER_STEP} sequences x {seq_len} nodes per step in {} micro-batches, \
          pp = 2, {steps} measured steps after 1 warm-up",
         shape.heads,
         shape.hidden,
         shape.edge_feature_dim,
-        shape.edge_hops()
+        shape.edge_hops(),
+        micro_batches()
     );
     let cluster =
         ClusterSpec::from_toml_file(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/clusters/cpu-local.toml"))
@@ -191,12 +202,12 @@ fn main() -> Result<(), String> {
         dtype_bytes: 4,
         near_pairs_per_row: None,
     };
-    let q = SEQUENCES_PER_STEP / MICRO_BATCHES;
+    let q = SEQUENCES_PER_STEP / micro_batches();
     let options = ProfilerOptions {
         ladder: ProfileLadder {
             rows: vec![seq_len / 4, seq_len / 2, seq_len],
             blocks: vec![seq_len / 4, seq_len / 2, seq_len],
-            attention_batches: vec![1, q],
+            attention_batches: if q > 1 { vec![1, q] } else { vec![1] },
             max_attention_pairs: 0,
         },
         warmup: 1,

@@ -198,6 +198,18 @@ fn the_bias_matches_float64_paths_summed_by_hand() {
 }
 
 #[test]
+fn the_bias_is_stored_heads_first() {
+    // every layer reads the bias as `[batch, heads, seq, seq]` rows: a strided view would be
+    // copied again by each layer's attention, forward and backward
+    let problem = Problem::draw();
+    let bias = encoding::<B>()
+        .forward(&problem.paths())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stored = bias.into_primitive().tensor();
+    assert!(stored.is_contiguous(), "the bias is a strided view: {:?}", stored.layout());
+}
+
+#[test]
 fn weight_gradients_match_float64_central_differences() {
     let problem = Problem::draw();
     let encoding = encoding::<AB>();

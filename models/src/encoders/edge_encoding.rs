@@ -94,7 +94,14 @@ impl<B: Backend> EdgeEncoding<B> {
             .sum_dim(1)
             .reshape([batch, seq, seq, heads]);
         let bias = summed * paths.inverse_length.clone().reshape([batch, seq, seq, 1]);
-        Ok(bias.permute([0, 3, 1, 2]))
+        // heads first, in storage of its own: every layer's attention reads this bias (and
+        // writes its gradient) row by row, so one copy here saves a strided copy per layer and
+        // pass (a permuted view is not contiguous, and the reshape of its merged batch and head
+        // axes copies it)
+        Ok(bias
+            .permute([0, 3, 1, 2])
+            .reshape([batch * heads, seq * seq])
+            .reshape([batch, heads, seq, seq]))
     }
 }
 
