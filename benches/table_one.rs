@@ -14,9 +14,9 @@
 //!    the two ranks run) and asks the planner ([`plan`] on `configs/clusters/cpu-local.toml`)
 //!    for its best `pp = 2, cp = 1, dp = 1` split at the same micro-batches;
 //! 2. trains 1 warm-up step and `MEGAGRAPH_BENCH_STEPS` measured steps (default 5) with the
-//!    naive even split and with the planner's split, and reports the median time per step,
-//!    each stage's peak memory (counted per worker thread by [`CountingAllocator`]) and busy
-//!    time, and the planner's prediction of each: for this machine (its ranks share the cores,
+//!    naive even split and with the planner's split, one step of each in turn, and reports
+//!    the median time per step, each stage's peak memory (counted per worker thread by
+//!    [`CountingAllocator`]) and busy time, and the planner's prediction of each: for this machine (its ranks share the cores,
 //!    so a stage runs faster while the other waits) and for ranks on devices of their own.
 //!
 //! Run: `cargo bench --bench table_one`. `MEGAGRAPH_BENCH_SEQ_LEN`, `MEGAGRAPH_BENCH_LAYERS`,
@@ -127,26 +127,34 @@ fn pipeline(split: &[usize]) -> ParallelConfig {
     }
 }
 
-/// Trains `split` for one warm-up and `steps` measured steps.
-fn measure(shape: &ModelShape, seq_len: usize, split: &[usize], steps: usize) -> Result<Vec<StepOutput>, String> {
+/// A trainer of `split` on the synthetic source.
+fn trainer(shape: &ModelShape, seq_len: usize, split: &[usize]) -> Result<ParallelTrainer<B>, String> {
     let device = Default::default();
-    let config = pipeline(split);
     let options = TrainerOptions::new(seq_len, SEQUENCES_PER_STEP)
         .with_optimizer(AdamWConfig::new())
         .with_timeout(Duration::from_secs(3600));
     let source = Arc::new(SyntheticSource::new(shape, seq_len, 7));
-    let mut trainer = ParallelTrainer::<B>::new(config, init_model(shape, &device), source, options, vec![device])
-        .map_err(|e| e.to_string())?;
+    ParallelTrainer::<B>::new(pipeline(split), init_model(shape, &device), source, options, vec![device])
+        .map_err(|e| e.to_string())
+}
+
+/// Trains every split of `splits` for one warm-up and `steps` measured steps, their steps
+/// interleaved (one step of each split in turn), so a change of the machine's load during the
+/// run falls on all of them alike. Returns the measured steps of each split.
+fn measure(shape: &ModelShape, seq_len: usize, splits: &[&[usize]], steps: usize) -> Result<Vec<Vec<StepOutput>>, String> {
+    let mut trainers = splits
+        .iter()
+        .map(|split| trainer(shape, seq_len, split))
+        .collect::<Result<Vec<_>, _>>()?;
     let sequences: Vec<usize> = (0..SEQUENCES_PER_STEP).collect();
-    let mut outputs = Vec::with_capacity(steps);
+    let mut outputs: Vec<Vec<StepOutput>> = splits.iter().map(|_| Vec::with_capacity(steps)).collect();
     for step in 0..=steps {
-        let output = trainer.step(&sequences, 1e-3).map_err(|e| e.to_string())?;
-        println!(
-            "    {split:?} step {step}: {:.3} s, loss {:.4}",
-            output.seconds, output.loss
-        );
-        if step > 0 {
-            outputs.push(output);
+        for ((trainer, split), kept) in trainers.iter_mut().zip(splits).zip(&mut outputs) {
+            let output = trainer.step(&sequences, 1e-3).map_err(|e| e.to_string())?;
+            println!("    {split:?} step {step}: {:.3} s, loss {:.4}", output.seconds, output.loss);
+            if step > 0 {
+                kept.push(output);
+            }
         }
     }
     Ok(outputs)
@@ -255,9 +263,12 @@ fn main() -> Result<(), String> {
             evaluation.memory.iter().map(|m| m.total()).collect(),
         ))
     };
+    let measured = measure(&shape, seq_len, &[&naive, &balanced], steps)?;
     let mut rows = Vec::new();
-    for (split, label) in [(naive, "naive (even)"), (balanced, "balanced (planner)")] {
-        let outputs = measure(&shape, seq_len, &split, steps)?;
+    for ((split, label), outputs) in [(naive, "naive (even)"), (balanced, "balanced (planner)")]
+        .into_iter()
+        .zip(measured)
+    {
         let predicted = predict(&cluster, &profile, &split)?;
         let dedicated = predict(&dedicated_cluster, &dedicated_profile, &split)?.0;
         rows.push(Row {
