@@ -1,5 +1,5 @@
 //! Ring attention over `cp` blocks equals the attention op on the whole sequence: outputs,
-//! log-sum-exps and the gradients of q, k, v and the bias table.
+//! log-sum-exps and the gradients of q, k, v, the bias table and a dense bias.
 
 mod common;
 
@@ -29,6 +29,8 @@ struct Case {
     out_weight: Vec<f32>,
     /// Weights of the log-sum-exp in the loss, `[batch, heads, seq]`.
     lse_weight: Vec<f32>,
+    /// A dense bias `[batch, heads, seq, seq]` (each ring position gives its rows), when set.
+    dense: Option<Vec<f32>>,
 }
 
 impl Case {
@@ -58,7 +60,15 @@ impl Case {
             padding,
             out_weight,
             lse_weight,
+            dense: None,
         }
+    }
+
+    /// The case with a random dense bias.
+    fn with_dense(mut self, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        self.dense = Some((0..BATCH * HEADS * SEQ * SEQ).map(|_| rng.uniform(2.0)).collect());
+        self
     }
 }
 
@@ -83,6 +93,8 @@ struct Results {
     dk: Vec<f32>,
     dv: Vec<f32>,
     dtable: Vec<f32>,
+    /// The dense bias's gradient, `[batch, heads, seq, seq]` (empty without one).
+    ddense: Vec<f32>,
 }
 
 fn host<const D: usize>(t: Tensor<common::Inner, D>) -> Vec<f32> {
@@ -117,7 +129,11 @@ fn whole(case: &Case) -> Results {
         table: table.clone(),
         column_offset: 0,
     };
-    let bias = spatial_bias(distance, padding);
+    let mut bias = spatial_bias(distance, padding);
+    let dense = case.dense.as_ref().map(|dense| {
+        Tensor::<B, 4>::from_data(TensorData::new(dense.clone(), [BATCH, HEADS, SEQ, SEQ]), &device).require_grad()
+    });
+    bias.dense = dense.clone();
     let options = AttentionOptions {
         scale: None,
         block_size: 5,
@@ -146,6 +162,7 @@ fn whole(case: &Case) -> Results {
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        ddense: dense.map_or_else(Vec::new, |dense| grad(&dense)),
     }
 }
 
@@ -192,6 +209,11 @@ fn position(
         .collect();
     let padding =
         Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [BATCH, block]), &device);
+    // this position's rows of the dense bias, over every column
+    let dense = case.dense.as_ref().map(|dense| {
+        Tensor::<B, 4>::from_data(TensorData::new(rows(dense, SEQ, range.clone()), [BATCH, HEADS, block, SEQ]), &device)
+            .require_grad()
+    });
     let options = AttentionOptions {
         scale: None,
         block_size: 3,
@@ -206,14 +228,17 @@ fn position(
             q: q.clone(),
             k: k.clone(),
             v: v.clone(),
-            bias: spatial_bias(
-                DistanceBias {
-                    index: index.into(),
-                    table: table.clone(),
-                    column_offset: 0,
-                },
-                padding,
-            ),
+            bias: AttentionBias {
+                dense: dense.clone(),
+                ..spatial_bias(
+                    DistanceBias {
+                        index: index.into(),
+                        table: table.clone(),
+                        column_offset: 0,
+                    },
+                    padding,
+                )
+            },
             options: options.clone(),
         },
         &ring,
@@ -250,6 +275,7 @@ fn position(
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        ddense: dense.map_or_else(Vec::new, |dense| grad(&dense)),
     })
 }
 
@@ -298,6 +324,9 @@ fn ring(case: &Arc<Case>, cp: usize) -> Results {
     out.dq = merge(&|p| &p.dq, HEAD_DIM);
     out.dk = merge(&|p| &p.dk, HEAD_DIM);
     out.dv = merge(&|p| &p.dv, HEAD_DIM);
+    if case.dense.is_some() {
+        out.ddense = merge(&|p| &p.ddense, SEQ);
+    }
     for part in &parts {
         for (acc, x) in out.dtable.iter_mut().zip(&part.dtable) {
             *acc += x;
@@ -320,6 +349,37 @@ fn ring_attention_equals_the_op_on_the_whole_sequence() {
             ("dv", &got.dv, &expected.dv),
             ("dtable", &got.dtable, &expected.dtable),
         ] {
+            let rel = relative(a, b);
+            assert!(
+                rel <= 1e-5,
+                "cp = {cp}: {name} differs by {rel:e} (relative)"
+            );
+        }
+    }
+}
+
+#[test]
+fn ring_attention_with_a_dense_bias_equals_the_op_on_the_whole_sequence() {
+    // each position gives its rows of the bias over every column; each hop reads the held key
+    // block's columns, and the bias's gradient is written back at that block's columns
+    let case = Arc::new(Case::new(7).with_dense(8));
+    let expected = whole(&case);
+    assert_eq!(expected.ddense.len(), BATCH * HEADS * SEQ * SEQ);
+    // the bias matters: without it the output differs
+    let without = whole(&Case::new(7));
+    assert!(relative(&without.output, &expected.output) > 1e-2);
+    for cp in [1, 2, 3, 4] {
+        let got = ring(&case, cp);
+        for (name, a, b) in [
+            ("output", &got.output, &expected.output),
+            ("lse", &got.lse, &expected.lse),
+            ("dq", &got.dq, &expected.dq),
+            ("dk", &got.dk, &expected.dk),
+            ("dv", &got.dv, &expected.dv),
+            ("dtable", &got.dtable, &expected.dtable),
+            ("ddense", &got.ddense, &expected.ddense),
+        ] {
+            assert_eq!(a.len(), b.len(), "cp = {cp}: {name} length");
             let rel = relative(a, b);
             assert!(
                 rel <= 1e-5,
@@ -389,7 +449,8 @@ fn inconsistent_shapes_are_refused() {
         ),
         "{err:?}"
     );
-    // no distance bias, or a dense one: refused with a typed reason
+    // no distance bias: refused with a typed reason; a dense bias of the wrong width: a shape
+    // error naming it
     let q = Tensor::<B, 4>::zeros([1, 2, 4, 4], &device);
     let no_distance = AttentionBias {
         distance: None,
@@ -418,7 +479,8 @@ fn inconsistent_shapes_are_refused() {
             table,
             column_offset: 0,
         }),
-        dense: Some(Tensor::zeros([1, 2, 4, 4], &device)),
+        // one column short of the 4 keys of a ring of one
+        dense: Some(Tensor::zeros([1, 2, 4, 3], &device)),
         key_padding_mask: None,
     };
     let err = ring_attention(
@@ -434,7 +496,19 @@ fn inconsistent_shapes_are_refused() {
     )
     .err();
     assert!(
-        matches!(err, Some(ParallelError::Unsupported { rank: 0, .. })),
+        matches!(
+            &err,
+            Some(ParallelError::Attention {
+                rank: 0,
+                source: megagraph_kernels::AttentionError::ShapeMismatch {
+                    tensor: "dense",
+                    dim: "total_k_len",
+                    expected: 4,
+                    actual: 3,
+                    ..
+                }
+            })
+        ),
         "{err:?}"
     );
 }
