@@ -258,12 +258,13 @@ impl SyntheticSource {
             padding: Tensor::<B, 2>::zeros([n, b], device).equal_elem(1.0),
             labels: ints(&self.labels),
             weight: Tensor::from_data(TensorData::new(repeat_rows(&self.weight, &rows, 1, n), [n, b]), device),
-            // the embedding stage of whole sequences computes the edge encoding
-            edge_paths: self
-                .edges
-                .as_ref()
-                .filter(|_| request.with_input && request.cp == 1)
-                .map(|edges| edges.batch(n, device)),
+            // the embedding stage computes the edge encoding's rows of the block
+            edge_paths: match self.edges.as_ref().filter(|_| request.with_input) {
+                Some(edges) if request.cp > 1 => {
+                    Some(edges.batch(n, device).block_rows(rows.clone(), s).map_err(|e| e.to_string())?)
+                }
+                edges => edges.map(|edges| edges.batch(n, device)),
+            },
         })
     }
 }
