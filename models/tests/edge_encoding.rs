@@ -222,7 +222,7 @@ fn a_block_of_rows_gets_its_rows_of_the_bias() {
         assert_close(&values(bias), &expected, 1e-5, "edge bias rows");
     }
     // rows past the padded sequence are refused, naming the paths
-    let err = problem.paths().block_rows(6..10, 9).err();
+    let err = problem.paths::<B>().block_rows(6..10, 9).err();
     assert!(
         matches!(err, Some(AttentionError::ShapeMismatch { tensor: "edge_paths.edge_ids", .. })),
         "{err:?}"
