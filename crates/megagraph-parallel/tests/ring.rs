@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 use common::{B, Rng, relative};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
 use megagraph_models::{AttendInputs, spatial_bias};
@@ -31,6 +31,8 @@ struct Case {
     lse_weight: Vec<f32>,
     /// A dense bias `[batch, heads, seq, seq]` (each ring position gives its rows), when set.
     dense: Option<Vec<f32>>,
+    /// The dtype of q, k, v, the table and the dense bias.
+    dtype: DType,
 }
 
 impl Case {
@@ -61,6 +63,7 @@ impl Case {
             out_weight,
             lse_weight,
             dense: None,
+            dtype: DType::F32,
         }
     }
 
@@ -95,6 +98,8 @@ struct Results {
     dtable: Vec<f32>,
     /// The dense bias's gradient, `[batch, heads, seq, seq]` (empty without one).
     ddense: Vec<f32>,
+    /// The dtypes of the output and of the gradients of q and of the dense bias (if any).
+    dtypes: Vec<DType>,
 }
 
 fn host<const D: usize>(t: Tensor<common::Inner, D>) -> Vec<f32> {
@@ -108,6 +113,7 @@ fn whole(case: &Case) -> Results {
             TensorData::new(v.to_vec(), [BATCH, HEADS, SEQ, HEAD_DIM]),
             &device,
         )
+        .cast(case.dtype)
         .require_grad()
     };
     let (q, k, v) = (t4(&case.q), t4(&case.k), t4(&case.v));
@@ -115,6 +121,7 @@ fn whole(case: &Case) -> Results {
         TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
         &device,
     )
+    .cast(case.dtype)
     .require_grad();
     let index = Tensor::<B, 3, Int>::from_data(
         TensorData::new(case.index.clone(), [BATCH, SEQ, SEQ]),
@@ -131,7 +138,9 @@ fn whole(case: &Case) -> Results {
     };
     let mut bias = spatial_bias(distance, padding);
     let dense = case.dense.as_ref().map(|dense| {
-        Tensor::<B, 4>::from_data(TensorData::new(dense.clone(), [BATCH, HEADS, SEQ, SEQ]), &device).require_grad()
+        Tensor::<B, 4>::from_data(TensorData::new(dense.clone(), [BATCH, HEADS, SEQ, SEQ]), &device)
+            .cast(case.dtype)
+            .require_grad()
     });
     bias.dense = dense.clone();
     let options = AttentionOptions {
@@ -148,11 +157,11 @@ fn whole(case: &Case) -> Results {
         TensorData::new(case.lse_weight.clone(), [BATCH, HEADS, SEQ]),
         &device,
     );
-    let loss = (result.output.clone() * w_out).sum() + (result.lse.clone() * w_lse).sum();
+    let loss = (result.output.clone().cast(DType::F32) * w_out).sum() + (result.lse.clone() * w_lse).sum();
     let grads = loss.backward();
     let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
     Results {
-        output: host(result.output.inner()),
+        output: host(result.output.clone().inner()),
         lse: host(result.lse.inner()),
         dq: grad(&q),
         dk: grad(&k),
@@ -162,6 +171,9 @@ fn whole(case: &Case) -> Results {
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        dtypes: std::iter::once(result.output.dtype())
+            .chain([Some(&q), dense.as_ref()].into_iter().flatten().filter_map(|t| t.grad(&grads).map(|g| g.dtype())))
+            .collect(),
         ddense: dense.map_or_else(Vec::new, |dense| grad(&dense)),
     }
 }
@@ -184,6 +196,7 @@ fn position(
             ),
             &device,
         )
+        .cast(case.dtype)
         .require_grad()
     };
     let (q, k, v) = (t4(&case.q), t4(&case.k), t4(&case.v));
@@ -191,6 +204,7 @@ fn position(
         TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
         &device,
     )
+    .cast(case.dtype)
     .require_grad();
     let index_rows: Vec<i64> = (0..BATCH)
         .flat_map(|b| {
@@ -212,6 +226,7 @@ fn position(
     // this position's rows of the dense bias, over every column
     let dense = case.dense.as_ref().map(|dense| {
         Tensor::<B, 4>::from_data(TensorData::new(rows(dense, SEQ, range.clone()), [BATCH, HEADS, block, SEQ]), &device)
+            .cast(case.dtype)
             .require_grad()
     });
     let options = AttentionOptions {
@@ -258,14 +273,14 @@ fn position(
         ),
         &device,
     );
-    let loss = (result.output.clone() * w_out).sum() + (result.lse.clone() * w_lse).sum();
+    let loss = (result.output.clone().cast(DType::F32) * w_out).sum() + (result.lse.clone() * w_lse).sum();
     let grads = loss.backward();
     if let Some(failure) = ring.take_failure() {
         return Err(failure);
     }
     let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
     Ok(Results {
-        output: host(result.output.inner()),
+        output: host(result.output.clone().inner()),
         lse: host(result.lse.inner()),
         dq: grad(&q),
         dk: grad(&k),
@@ -275,6 +290,9 @@ fn position(
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        dtypes: std::iter::once(result.output.dtype())
+            .chain([Some(&q), dense.as_ref()].into_iter().flatten().filter_map(|t| t.grad(&grads).map(|g| g.dtype())))
+            .collect(),
         ddense: dense.map_or_else(Vec::new, |dense| grad(&dense)),
     })
 }
@@ -327,6 +345,7 @@ fn ring(case: &Arc<Case>, cp: usize) -> Results {
     if case.dense.is_some() {
         out.ddense = merge(&|p| &p.ddense, SEQ);
     }
+    out.dtypes = parts[0].dtypes.clone();
     for part in &parts {
         for (acc, x) in out.dtable.iter_mut().zip(&part.dtable) {
             *acc += x;
@@ -385,6 +404,37 @@ fn ring_attention_with_a_dense_bias_equals_the_op_on_the_whole_sequence() {
                 rel <= 1e-5,
                 "cp = {cp}: {name} differs by {rel:e} (relative)"
             );
+        }
+    }
+}
+
+/// `f16` and `bf16` inputs with a dense bias (cp = 2 and 4): the output and the gradients of q
+/// and of the bias come back in the inputs' dtype, as on one device, and match one device
+/// within one unit roundoff of the type plus the `f32` tolerance, norm-wise (each is an `f32`
+/// computation rounded once to the half type; see `ulysses.rs`).
+#[test]
+fn half_inputs_with_a_dense_bias_come_back_in_their_dtype_and_match_one_device() {
+    for (dtype, unit_roundoff) in [(DType::F16, 2f64.powi(-11)), (DType::BF16, 2f64.powi(-8))] {
+        let case = Arc::new(Case {
+            dtype,
+            ..Case::new(3).with_dense(4)
+        });
+        let expected = whole(&case);
+        assert_eq!(expected.dtypes, vec![dtype; 3], "one device: output, dq, ddense");
+        let bound = unit_roundoff + 1e-5;
+        for cp in [2, 4] {
+            let got = ring(&case, cp);
+            assert_eq!(got.dtypes, vec![dtype; 3], "cp = {cp}: output, dq, ddense");
+            for (name, a, b) in [
+                ("output", &got.output, &expected.output),
+                ("dq", &got.dq, &expected.dq),
+                ("dk", &got.dk, &expected.dk),
+                ("dv", &got.dv, &expected.dv),
+                ("ddense", &got.ddense, &expected.ddense),
+            ] {
+                let rel = relative(a, b);
+                assert!(rel <= bound, "{dtype:?} cp = {cp}: {name} differs by {rel:e} > {bound:e}");
+            }
         }
     }
 }
