@@ -198,6 +198,38 @@ fn the_bias_matches_float64_paths_summed_by_hand() {
 }
 
 #[test]
+fn a_block_of_rows_gets_its_rows_of_the_bias() {
+    // a rank of a context-parallel ring: the paths of its rows over the sequence padded to a
+    // multiple of cp (7 nodes padded to 9 for three blocks), and the encoder computes only them
+    let problem = Problem::draw();
+    let encoding = encoding::<B>();
+    let want = problem.reference(&values(encoding.weight.val()));
+    let (padded, block) = (9, 3);
+    for position in 0..3 {
+        let rows = position * block..(position + 1) * block;
+        let paths = problem.paths().block_rows(rows.clone(), padded).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(paths.edge_ids.dims(), [BATCH, block, padded, HOPS]);
+        let bias = encoding.forward(&paths).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bias.dims(), [BATCH, HEADS, block, padded]);
+        let mut expected = vec![0.0; BATCH * HEADS * block * padded];
+        for bh in 0..BATCH * HEADS {
+            for (r, i) in rows.clone().enumerate().filter(|&(_, i)| i < SEQ) {
+                for j in 0..SEQ {
+                    expected[(bh * block + r) * padded + j] = want[(bh * SEQ + i) * SEQ + j];
+                }
+            }
+        }
+        assert_close(&values(bias), &expected, 1e-5, "edge bias rows");
+    }
+    // rows past the padded sequence are refused, naming the paths
+    let err = problem.paths::<B>().block_rows(6..10, 9).err();
+    assert!(
+        matches!(err, Some(AttentionError::ShapeMismatch { tensor: "edge_paths.edge_ids", .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn the_bias_is_stored_heads_first() {
     // every layer reads the bias as `[batch, heads, seq, seq]` rows: a strided view would be
     // copied again by each layer's attention, forward and backward

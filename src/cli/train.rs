@@ -94,8 +94,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub graph_token: bool,
     /// Graphormer's edge encoding: the mean over one shortest path of the edge features,
-    /// projected per hop and head, added to the logits (needs edge features; one device, full
-    /// attention).
+    /// projected per hop and head, added to the logits (needs edge features and full attention;
+    /// with --cp above 1 the ring only).
     #[arg(long)]
     pub edge_encoding: bool,
     /// Peak learning rate.

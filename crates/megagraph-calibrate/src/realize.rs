@@ -258,12 +258,13 @@ impl SyntheticSource {
             padding: Tensor::<B, 2>::zeros([n, b], device).equal_elem(1.0),
             labels: ints(&self.labels),
             weight: Tensor::from_data(TensorData::new(repeat_rows(&self.weight, &rows, 1, n), [n, b]), device),
-            // the embedding stage of whole sequences computes the edge encoding
-            edge_paths: self
-                .edges
-                .as_ref()
-                .filter(|_| request.with_input && request.cp == 1)
-                .map(|edges| edges.batch(n, device)),
+            // the embedding stage computes the edge encoding's rows of the block
+            edge_paths: match self.edges.as_ref().filter(|_| request.with_input) {
+                Some(edges) if request.cp > 1 => {
+                    Some(edges.batch(n, device).block_rows(rows.clone(), s).map_err(|e| e.to_string())?)
+                }
+                edges => edges.map(|edges| edges.batch(n, device)),
+            },
         })
     }
 }
@@ -326,5 +327,35 @@ mod tests {
         assert_eq!(config.num_buckets(), 4);
         assert_eq!(config.max_degree + 1, 7);
         assert_eq!(model_shape(&config), shape);
+    }
+
+    #[test]
+    fn a_ring_block_carries_the_edge_paths_of_its_rows() {
+        let shape = ModelShape {
+            layers: 1,
+            heads: 2,
+            hidden: 8,
+            ffn_hidden: 8,
+            feature_dim: 3,
+            num_classes: 5,
+            distance_buckets: 4,
+            degree_buckets: 7,
+            key_tile: 4,
+            edge_feature_dim: 3,
+        };
+        let source = SyntheticSource::new(&shape, 6, 1);
+        let whole: TrainBatch<Flex> = source.batch(&[0, 1], &Default::default()).unwrap();
+        for position in 0..3 {
+            let request = BlockRequest { cp: 3, position, with_input: true };
+            let alone: BlockBatch<Flex> = source.block(&[0, 1], request, &Default::default()).unwrap();
+            let cut: BlockBatch<Flex> = BlockBatch::of(whole.clone(), 3, position).unwrap();
+            let (Some(a), Some(b)) = (alone.edge_paths, cut.edge_paths) else {
+                panic!("edge paths in both");
+            };
+            assert_eq!(a.edge_ids.dims(), [2, 2, 6, 2]);
+            assert_eq!(a.edge_ids.into_data(), b.edge_ids.into_data());
+            assert_eq!(a.inverse_length.dims(), [2, 2, 6]);
+            assert_eq!(a.inverse_length.into_data(), b.inverse_length.into_data());
+        }
     }
 }

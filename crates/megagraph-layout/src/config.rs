@@ -115,6 +115,13 @@ pub enum ParallelConfigError {
         /// The context-parallel degree.
         cp: usize,
     },
+    /// Ulysses' all-to-all would have to communicate a dense attention bias (the edge
+    /// encoding's); the ring reads each rank's rows of it where they are.
+    #[error("cp_mode = ulysses with cp = {cp} takes no dense attention bias (the model has an edge encoding): its all-to-all would communicate it; use cp_mode = ring")]
+    DenseBiasWithUlysses {
+        /// The context-parallel degree.
+        cp: usize,
+    },
 }
 
 impl ParallelConfig {
@@ -183,6 +190,15 @@ impl ParallelConfig {
     pub fn validate_heads(&self, heads: usize) -> Result<(), ParallelConfigError> {
         if self.cp_mode == CpMode::Ulysses && self.cp > 1 && !heads.is_multiple_of(self.cp) {
             return Err(ParallelConfigError::HeadsNotMultipleOfContext { heads, cp: self.cp });
+        }
+        Ok(())
+    }
+
+    /// Checks that a model with a dense attention bias (`dense_bias`: an edge encoding) can run
+    /// with this `cp_mode`: Ulysses with `cp > 1` takes none (the ring takes one).
+    pub fn validate_dense_bias(&self, dense_bias: bool) -> Result<(), ParallelConfigError> {
+        if dense_bias && self.cp_mode == CpMode::Ulysses && self.cp > 1 {
+            return Err(ParallelConfigError::DenseBiasWithUlysses { cp: self.cp });
         }
         Ok(())
     }
@@ -390,5 +406,18 @@ mod tests {
         // one context rank attends for every head
         let single = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap().with_cp_mode(CpMode::Ulysses);
         assert_eq!(single.validate_heads(6), Ok(()));
+    }
+
+    #[test]
+    fn ulysses_with_cp_above_one_takes_no_dense_bias() {
+        let ring = ParallelConfig::uniform(1, 4, 1, 1, 2).unwrap();
+        assert_eq!(ring.validate_dense_bias(true), Ok(()));
+        let ulysses = ring.with_cp_mode(CpMode::Ulysses);
+        assert_eq!(ulysses.validate_dense_bias(false), Ok(()));
+        let error = ulysses.validate_dense_bias(true).unwrap_err();
+        assert_eq!(error, ParallelConfigError::DenseBiasWithUlysses { cp: 4 });
+        assert!(error.to_string().contains("cp_mode = ring"), "{error}");
+        let single = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap().with_cp_mode(CpMode::Ulysses);
+        assert_eq!(single.validate_dense_bias(true), Ok(()));
     }
 }

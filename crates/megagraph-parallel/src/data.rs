@@ -142,10 +142,10 @@ pub struct BlockBatch<B: Backend> {
     pub labels: Tensor<B, 2, Int>,
     /// `[batch, block]`.
     pub weight: Tensor<B, 2>,
-    /// The edge paths of the micro-batch's sequences (see [`GraphBatch::edge_paths`]), for a
-    /// model with an edge encoding: on the embedding stage only (`with_input`), which computes
-    /// the bias. Whole sequences only (`cp = 1`): a mesh refuses the edge encoding with context
-    /// parallelism, and a block of a ring has none.
+    /// The edge paths of the block's rows over every column of the padded sequences (see
+    /// [`GraphBatch::edge_paths`]), `edge_ids [batch, block, padded_seq, hops]` and
+    /// `inverse_length [batch, block, padded_seq]`, for a model with an edge encoding: on the
+    /// embedding stage only (`with_input`), which computes the bias's rows of the block.
     pub edge_paths: Option<EdgePaths<B>>,
 }
 
@@ -270,8 +270,11 @@ impl<B: Backend> BlockBatch<B> {
                     .map_err(|e| e.to_string())?,
             ),
         };
-        // whole sequences only: a ring's blocks carry no edge paths (see `edge_paths`)
-        let edge_paths = batch.graph.edge_paths.filter(|_| cp <= 1);
+        // the block's rows of every pair's path; padded rows and columns have none
+        let edge_paths = match batch.graph.edge_paths {
+            Some(paths) if cp > 1 => Some(paths.block_rows(rows.clone(), padded).map_err(|e| e.to_string())?),
+            paths => paths,
+        };
         let padding = pad_int(batch.graph.padding.int(), 1, padded, 1)
             .slice([b.clone(), rows.clone()])
             .equal_elem(1);

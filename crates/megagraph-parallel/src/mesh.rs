@@ -149,8 +149,9 @@ pub(crate) struct Activation<B: Backend> {
     pub x: Tensor<B, 3>,
     /// `[buckets, heads]`.
     pub table: Tensor<B, 2>,
-    /// The edge encoding's dense bias `[batch, heads, seq, seq]`, computed once per micro-batch
-    /// on stage 0; `None` without an edge encoding.
+    /// The edge encoding's dense bias, this context block's rows `[batch, heads, block, seq]`
+    /// (`block = seq` with `cp = 1`), computed once per micro-batch on stage 0; `None` without an
+    /// edge encoding.
     pub dense: Option<Tensor<B, 4>>,
 }
 
@@ -163,7 +164,7 @@ pub(crate) struct ActivationGrad<B: Backend> {
     pub x: Tensor<B, 3>,
     /// `[buckets, heads]`: the table gradient of this and every later stage.
     pub table: Tensor<B, 2>,
-    /// `[batch, heads, seq, seq]`: the dense bias gradient of this and every later stage
+    /// `[batch, heads, block, seq]`: the dense bias gradient of this and every later stage
     /// (`None` without an edge encoding).
     pub dense: Option<Tensor<B, 4>>,
 }

@@ -50,9 +50,10 @@ impl<B: Backend> StageModule<B> {
     /// # Errors
     ///
     /// [`ParallelError::Config`] when `stage_layers` does not match the model's layers;
-    /// [`ParallelError::Model`] when the model has a graph token (it runs on one device only), or
-    /// an edge encoding on a mesh with context parallelism (`cp > 1`: its bias is not sliced
-    /// over the ring).
+    /// [`ParallelError::Model`] when the model has a graph token (it runs on one device only). An
+    /// edge encoding runs on every mesh: with context parallelism each rank computes its block's
+    /// rows of the bias (the Ulysses core refuses it, see [`ulysses_attention`]); the mode is not
+    /// known here.
     pub fn split(
         model: GraphTransformer<B>,
         config: &ParallelConfig,
@@ -74,13 +75,6 @@ impl<B: Backend> StageModule<B> {
                 field: "graph_token",
                 value: 1,
                 reason: "the graph token runs on one device only (mesh 1 x 1 x 1)",
-            });
-        }
-        if model.edge_encoding.is_some() && config.cp > 1 {
-            return Err(ParallelError::Model {
-                field: "edge_encoding",
-                value: 1,
-                reason: "the edge encoding runs without context parallelism only (cp = 1)",
             });
         }
         let GraphTransformer {
@@ -202,8 +196,9 @@ pub(crate) struct BlockContext<'a, B: ContextParallelBackend> {
     /// The spatial table `[buckets, heads]` (stage 0's parameter, or the value received with the
     /// activations).
     pub table: Tensor<B, 2>,
-    /// The edge encoding's dense bias `[batch, heads, seq, seq]` (stage 0 computes it, later
-    /// stages receive it with the activations); `None` without an edge encoding.
+    /// The edge encoding's dense bias, the block's rows over every column `[batch, heads, block,
+    /// padded_seq]` (stage 0 computes it, later stages receive it with the activations); `None`
+    /// without an edge encoding.
     pub dense: Option<Tensor<B, 4>>,
     /// The context ring of this rank.
     pub ring: &'a Arc<RingEndpoint<B::InnerBackend>>,
@@ -234,9 +229,10 @@ impl<B: ContextParallelBackend> StageModule<B> {
         Some(encoded + self.centrality.as_ref()?.forward(in_degree, out_degree))
     }
 
-    /// The edge encoding's dense bias of a micro-batch, `[batch, heads, seq, seq]` (as
-    /// [`GraphTransformer::edge_bias`]): computed once per micro-batch on stage 0 and sent with
-    /// the activations. `Ok(None)` when the stage holds no edge encoding.
+    /// The edge encoding's dense bias of a block's rows, `[batch, heads, block, padded_seq]`
+    /// (`block = padded_seq` with `cp = 1`; the rows of [`GraphTransformer::edge_bias`]) from
+    /// the block's edge paths: computed once per micro-batch on stage 0 and sent with the
+    /// activations. `Ok(None)` when the stage holds no edge encoding.
     ///
     /// # Errors
     /// [`AttentionError::MissingInput`] when the stage has an edge encoding and the block no edge
@@ -293,8 +289,9 @@ impl<B: ContextParallelBackend> StageModule<B> {
 /// The ring over the context group as the attention core of the model's layers: each layer's
 /// queries of this block attend over the keys of every block of the sequence, which travel the
 /// ring ([`ring_attention`]); the layer around it is the model's own. A dense bias (the edge
-/// encoding's) does not travel the ring: with one ring position (`cp = 1`) every key is at
-/// hand and the core is the one-device op ([`LocalAttention`]).
+/// encoding's, this block's rows) does not travel the ring: each hop reads the columns of the
+/// key block it holds. With one ring position (`cp = 1`) every key is at hand and a layer with
+/// a dense bias runs the one-device op ([`LocalAttention`]).
 impl<B: ContextParallelBackend> Attend<B> for BlockContext<'_, B> {
     type Error = ParallelError;
 

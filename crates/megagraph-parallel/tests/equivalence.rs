@@ -147,34 +147,61 @@ fn four_ranks_match() {
     check(config(1, 1, 4, 3, &[4]));
 }
 
-#[test]
-fn the_edge_encoding_on_a_pipeline_matches() {
-    // stage 0 computes the edge encoding's dense bias once per micro-batch; it travels with the
-    // activations and its gradient comes back to the encoder on stage 0
-    let initial = || model_of(model_config(LAYERS).with_edge_encoding(Some(EDGE_DIM)), 7);
-    let source = || Synthetic::new(SEQUENCES, SEQ_LEN, 11).with_edges(5);
-    let weight = |model: &GraphTransformer<common::Inner>| {
-        let encoding = model.edge_encoding.as_ref().unwrap_or_else(|| panic!("the model has an edge encoding"));
-        parameters(encoding).remove(0).1
-    };
-    for config in [config(2, 1, 1, 2, &[2, 2]), config(3, 1, 1, 3, &[1, 2, 1]), config(2, 1, 2, 3, &[1, 3])] {
-        let trained = check_model(config.clone(), initial(), source);
+/// The edge encoding's model and sequences, and its weight in a model.
+fn edge_model() -> GraphTransformer<common::Inner> {
+    model_of(model_config(LAYERS).with_edge_encoding(Some(EDGE_DIM)), 7)
+}
+
+fn edge_source() -> Synthetic {
+    Synthetic::new(SEQUENCES, SEQ_LEN, 11).with_edges(5)
+}
+
+fn edge_weight(model: &GraphTransformer<common::Inner>) -> Vec<f32> {
+    let encoding = model.edge_encoding.as_ref().unwrap_or_else(|| panic!("the model has an edge encoding"));
+    parameters(encoding).remove(0).1
+}
+
+/// Runs `configs` with the edge encoding and checks that its weight trained as on one device.
+fn check_edge_encoding(configs: &[ParallelConfig]) {
+    for config in configs {
+        let trained = check_model(config.clone(), edge_model(), edge_source);
         // the edge encoder trained (its gradients reached stage 0) as on one device
-        let moved = relative(&weight(&trained), &weight(&initial()));
+        let moved = relative(&edge_weight(&trained), &edge_weight(&edge_model()));
         assert!(moved > 1e-3, "{config:?}: the edge encoding moved by {moved:e} only");
     }
 }
 
 #[test]
-fn the_edge_encoding_is_refused_with_context_parallelism() {
-    let initial = model_of(model_config(LAYERS).with_edge_encoding(Some(EDGE_DIM)), 7);
+fn the_edge_encoding_on_a_pipeline_matches() {
+    // stage 0 computes the edge encoding's dense bias once per micro-batch; it travels with the
+    // activations and its gradient comes back to the encoder on stage 0
+    check_edge_encoding(&[config(2, 1, 1, 2, &[2, 2]), config(3, 1, 1, 3, &[1, 2, 1]), config(2, 1, 2, 3, &[1, 3])]);
+}
+
+#[test]
+fn the_edge_encoding_on_a_ring_matches() {
+    // each ring rank computes its block's rows of the bias; every hop reads the columns of the
+    // key block it holds, and the bias's gradient comes back row block by row block (16 nodes
+    // padded to 18 for three blocks; with pp = 2 the rows travel to stage 1 and back)
+    check_edge_encoding(&[
+        config(1, 2, 1, 1, &[4]),
+        config(1, 3, 1, 1, &[4]),
+        config(1, 4, 1, 1, &[4]),
+        config(2, 2, 1, 2, &[1, 3]),
+        config(1, 2, 2, 2, &[4]),
+    ]);
+}
+
+#[test]
+fn the_edge_encoding_is_refused_with_ulysses() {
+    // Ulysses' all-to-all would have to send the bias: refused before any rank starts
     let options = TrainerOptions::new(SEQ_LEN, PER_STEP).with_optimizer(optimizer());
-    let source = Synthetic::new(SEQUENCES, SEQ_LEN, 11).with_edges(5).shared();
-    let result = ParallelTrainer::<B>::new(config(1, 2, 1, 1, &[4]), initial, source, options, vec![Default::default()]);
+    let ulysses = config(1, 2, 1, 1, &[4]).with_cp_mode(megagraph_parallel::CpMode::Ulysses);
+    let result = ParallelTrainer::<B>::new(ulysses, edge_model(), edge_source().shared(), options, vec![Default::default()]);
     match result {
         Err(megagraph_parallel::ParallelError::Model { field, .. }) => assert_eq!(field, "edge_encoding"),
         Err(other) => panic!("expected the edge encoding's refusal, got {other}"),
-        Ok(_) => panic!("a ring with an edge encoding was accepted"),
+        Ok(_) => panic!("Ulysses with an edge encoding was accepted"),
     }
 }
 

@@ -1,12 +1,12 @@
 //! Ring attention over `cp` blocks equals the attention op on the whole sequence: outputs,
-//! log-sum-exps and the gradients of q, k, v and the bias table.
+//! log-sum-exps and the gradients of q, k, v, the bias table and a dense bias.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 use common::{B, Rng, relative};
 use megagraph_kernels::{AttentionBias, AttentionOptions, DistanceBias, graph_attention};
 use megagraph_models::{AttendInputs, spatial_bias};
@@ -29,6 +29,10 @@ struct Case {
     out_weight: Vec<f32>,
     /// Weights of the log-sum-exp in the loss, `[batch, heads, seq]`.
     lse_weight: Vec<f32>,
+    /// A dense bias `[batch, heads, seq, seq]` (each ring position gives its rows), when set.
+    dense: Option<Vec<f32>>,
+    /// The dtype of q, k, v, the table and the dense bias.
+    dtype: DType,
 }
 
 impl Case {
@@ -58,7 +62,16 @@ impl Case {
             padding,
             out_weight,
             lse_weight,
+            dense: None,
+            dtype: DType::F32,
         }
+    }
+
+    /// The case with a random dense bias.
+    fn with_dense(mut self, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        self.dense = Some((0..BATCH * HEADS * SEQ * SEQ).map(|_| rng.uniform(2.0)).collect());
+        self
     }
 }
 
@@ -83,6 +96,10 @@ struct Results {
     dk: Vec<f32>,
     dv: Vec<f32>,
     dtable: Vec<f32>,
+    /// The dense bias's gradient, `[batch, heads, seq, seq]` (empty without one).
+    ddense: Vec<f32>,
+    /// The dtypes of the output and of the gradients of q and of the dense bias (if any).
+    dtypes: Vec<DType>,
 }
 
 fn host<const D: usize>(t: Tensor<common::Inner, D>) -> Vec<f32> {
@@ -96,6 +113,7 @@ fn whole(case: &Case) -> Results {
             TensorData::new(v.to_vec(), [BATCH, HEADS, SEQ, HEAD_DIM]),
             &device,
         )
+        .cast(case.dtype)
         .require_grad()
     };
     let (q, k, v) = (t4(&case.q), t4(&case.k), t4(&case.v));
@@ -103,6 +121,7 @@ fn whole(case: &Case) -> Results {
         TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
         &device,
     )
+    .cast(case.dtype)
     .require_grad();
     let index = Tensor::<B, 3, Int>::from_data(
         TensorData::new(case.index.clone(), [BATCH, SEQ, SEQ]),
@@ -117,7 +136,13 @@ fn whole(case: &Case) -> Results {
         table: table.clone(),
         column_offset: 0,
     };
-    let bias = spatial_bias(distance, padding);
+    let mut bias = spatial_bias(distance, padding);
+    let dense = case.dense.as_ref().map(|dense| {
+        Tensor::<B, 4>::from_data(TensorData::new(dense.clone(), [BATCH, HEADS, SEQ, SEQ]), &device)
+            .cast(case.dtype)
+            .require_grad()
+    });
+    bias.dense = dense.clone();
     let options = AttentionOptions {
         scale: None,
         block_size: 5,
@@ -132,11 +157,11 @@ fn whole(case: &Case) -> Results {
         TensorData::new(case.lse_weight.clone(), [BATCH, HEADS, SEQ]),
         &device,
     );
-    let loss = (result.output.clone() * w_out).sum() + (result.lse.clone() * w_lse).sum();
+    let loss = (result.output.clone().cast(DType::F32) * w_out).sum() + (result.lse.clone() * w_lse).sum();
     let grads = loss.backward();
     let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
     Results {
-        output: host(result.output.inner()),
+        output: host(result.output.clone().inner()),
         lse: host(result.lse.inner()),
         dq: grad(&q),
         dk: grad(&k),
@@ -146,6 +171,10 @@ fn whole(case: &Case) -> Results {
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        dtypes: std::iter::once(result.output.dtype())
+            .chain([Some(&q), dense.as_ref()].into_iter().flatten().filter_map(|t| t.grad(&grads).map(|g| g.dtype())))
+            .collect(),
+        ddense: dense.map_or_else(Vec::new, |dense| grad(&dense)),
     }
 }
 
@@ -167,6 +196,7 @@ fn position(
             ),
             &device,
         )
+        .cast(case.dtype)
         .require_grad()
     };
     let (q, k, v) = (t4(&case.q), t4(&case.k), t4(&case.v));
@@ -174,6 +204,7 @@ fn position(
         TensorData::new(case.table.clone(), [BUCKETS, HEADS]),
         &device,
     )
+    .cast(case.dtype)
     .require_grad();
     let index_rows: Vec<i64> = (0..BATCH)
         .flat_map(|b| {
@@ -192,6 +223,12 @@ fn position(
         .collect();
     let padding =
         Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [BATCH, block]), &device);
+    // this position's rows of the dense bias, over every column
+    let dense = case.dense.as_ref().map(|dense| {
+        Tensor::<B, 4>::from_data(TensorData::new(rows(dense, SEQ, range.clone()), [BATCH, HEADS, block, SEQ]), &device)
+            .cast(case.dtype)
+            .require_grad()
+    });
     let options = AttentionOptions {
         scale: None,
         block_size: 3,
@@ -206,14 +243,17 @@ fn position(
             q: q.clone(),
             k: k.clone(),
             v: v.clone(),
-            bias: spatial_bias(
-                DistanceBias {
-                    index: index.into(),
-                    table: table.clone(),
-                    column_offset: 0,
-                },
-                padding,
-            ),
+            bias: AttentionBias {
+                dense: dense.clone(),
+                ..spatial_bias(
+                    DistanceBias {
+                        index: index.into(),
+                        table: table.clone(),
+                        column_offset: 0,
+                    },
+                    padding,
+                )
+            },
             options: options.clone(),
         },
         &ring,
@@ -233,14 +273,14 @@ fn position(
         ),
         &device,
     );
-    let loss = (result.output.clone() * w_out).sum() + (result.lse.clone() * w_lse).sum();
+    let loss = (result.output.clone().cast(DType::F32) * w_out).sum() + (result.lse.clone() * w_lse).sum();
     let grads = loss.backward();
     if let Some(failure) = ring.take_failure() {
         return Err(failure);
     }
     let grad = |t: &Tensor<B, 4>| host(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
     Ok(Results {
-        output: host(result.output.inner()),
+        output: host(result.output.clone().inner()),
         lse: host(result.lse.inner()),
         dq: grad(&q),
         dk: grad(&k),
@@ -250,6 +290,10 @@ fn position(
                 .grad(&grads)
                 .unwrap_or_else(|| panic!("no table gradient")),
         ),
+        dtypes: std::iter::once(result.output.dtype())
+            .chain([Some(&q), dense.as_ref()].into_iter().flatten().filter_map(|t| t.grad(&grads).map(|g| g.dtype())))
+            .collect(),
+        ddense: dense.map_or_else(Vec::new, |dense| grad(&dense)),
     })
 }
 
@@ -298,6 +342,10 @@ fn ring(case: &Arc<Case>, cp: usize) -> Results {
     out.dq = merge(&|p| &p.dq, HEAD_DIM);
     out.dk = merge(&|p| &p.dk, HEAD_DIM);
     out.dv = merge(&|p| &p.dv, HEAD_DIM);
+    if case.dense.is_some() {
+        out.ddense = merge(&|p| &p.ddense, SEQ);
+    }
+    out.dtypes = parts[0].dtypes.clone();
     for part in &parts {
         for (acc, x) in out.dtable.iter_mut().zip(&part.dtable) {
             *acc += x;
@@ -325,6 +373,68 @@ fn ring_attention_equals_the_op_on_the_whole_sequence() {
                 rel <= 1e-5,
                 "cp = {cp}: {name} differs by {rel:e} (relative)"
             );
+        }
+    }
+}
+
+#[test]
+fn ring_attention_with_a_dense_bias_equals_the_op_on_the_whole_sequence() {
+    // each position gives its rows of the bias over every column; each hop reads the held key
+    // block's columns, and the bias's gradient is written back at that block's columns
+    let case = Arc::new(Case::new(7).with_dense(8));
+    let expected = whole(&case);
+    assert_eq!(expected.ddense.len(), BATCH * HEADS * SEQ * SEQ);
+    // the bias matters: without it the output differs
+    let without = whole(&Case::new(7));
+    assert!(relative(&without.output, &expected.output) > 1e-2);
+    for cp in [1, 2, 3, 4] {
+        let got = ring(&case, cp);
+        for (name, a, b) in [
+            ("output", &got.output, &expected.output),
+            ("lse", &got.lse, &expected.lse),
+            ("dq", &got.dq, &expected.dq),
+            ("dk", &got.dk, &expected.dk),
+            ("dv", &got.dv, &expected.dv),
+            ("dtable", &got.dtable, &expected.dtable),
+            ("ddense", &got.ddense, &expected.ddense),
+        ] {
+            assert_eq!(a.len(), b.len(), "cp = {cp}: {name} length");
+            let rel = relative(a, b);
+            assert!(
+                rel <= 1e-5,
+                "cp = {cp}: {name} differs by {rel:e} (relative)"
+            );
+        }
+    }
+}
+
+/// `f16` and `bf16` inputs with a dense bias (cp = 2 and 4): the output and the gradients of q
+/// and of the bias come back in the inputs' dtype, as on one device, and match one device
+/// within one unit roundoff of the type plus the `f32` tolerance, norm-wise (each is an `f32`
+/// computation rounded once to the half type; see `ulysses.rs`).
+#[test]
+fn half_inputs_with_a_dense_bias_come_back_in_their_dtype_and_match_one_device() {
+    for (dtype, unit_roundoff) in [(DType::F16, 2f64.powi(-11)), (DType::BF16, 2f64.powi(-8))] {
+        let case = Arc::new(Case {
+            dtype,
+            ..Case::new(3).with_dense(4)
+        });
+        let expected = whole(&case);
+        assert_eq!(expected.dtypes, vec![dtype; 3], "one device: output, dq, ddense");
+        let bound = unit_roundoff + 1e-5;
+        for cp in [2, 4] {
+            let got = ring(&case, cp);
+            assert_eq!(got.dtypes, vec![dtype; 3], "cp = {cp}: output, dq, ddense");
+            for (name, a, b) in [
+                ("output", &got.output, &expected.output),
+                ("dq", &got.dq, &expected.dq),
+                ("dk", &got.dk, &expected.dk),
+                ("dv", &got.dv, &expected.dv),
+                ("ddense", &got.ddense, &expected.ddense),
+            ] {
+                let rel = relative(a, b);
+                assert!(rel <= bound, "{dtype:?} cp = {cp}: {name} differs by {rel:e} > {bound:e}");
+            }
         }
     }
 }
@@ -389,7 +499,8 @@ fn inconsistent_shapes_are_refused() {
         ),
         "{err:?}"
     );
-    // no distance bias, or a dense one: refused with a typed reason
+    // no distance bias: refused with a typed reason; a dense bias of the wrong width: a shape
+    // error naming it
     let q = Tensor::<B, 4>::zeros([1, 2, 4, 4], &device);
     let no_distance = AttentionBias {
         distance: None,
@@ -418,7 +529,8 @@ fn inconsistent_shapes_are_refused() {
             table,
             column_offset: 0,
         }),
-        dense: Some(Tensor::zeros([1, 2, 4, 4], &device)),
+        // one column short of the 4 keys of a ring of one
+        dense: Some(Tensor::zeros([1, 2, 4, 3], &device)),
         key_padding_mask: None,
     };
     let err = ring_attention(
@@ -434,7 +546,19 @@ fn inconsistent_shapes_are_refused() {
     )
     .err();
     assert!(
-        matches!(err, Some(ParallelError::Unsupported { rank: 0, .. })),
+        matches!(
+            &err,
+            Some(ParallelError::Attention {
+                rank: 0,
+                source: megagraph_kernels::AttentionError::ShapeMismatch {
+                    tensor: "dense",
+                    dim: "total_k_len",
+                    expected: 4,
+                    actual: 3,
+                    ..
+                }
+            })
+        ),
         "{err:?}"
     );
 }

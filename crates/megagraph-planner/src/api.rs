@@ -161,6 +161,7 @@ pub fn evaluate(
 ) -> Result<Evaluation, PlanError> {
     config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
     config.validate_heads(shape.heads)?;
+    config.validate_dense_bias(shape.edge_feature_dim > 0)?;
     let cluster = cluster.first_devices(config.world_size())?;
     let model = cost_model(&cluster, shape, workload, profile, options)?;
     let mesh = CandidateMesh::of(config);
@@ -195,6 +196,7 @@ pub fn predict_memory(
     workload.validate()?;
     config.validate(shape.layers, workload.seq_len, workload.sequences_per_step)?;
     config.validate_heads(shape.heads)?;
+    config.validate_dense_bias(shape.edge_feature_dim > 0)?;
     let fitted = FittedProfile::fit(profile, fit)?;
     let mesh = CandidateMesh::of(config);
     let model = MemoryModel::new(shape, workload, &fitted, &mesh);

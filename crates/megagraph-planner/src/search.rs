@@ -104,16 +104,26 @@ pub(crate) fn search(
                 None => vec![CpMode::Ring],
             };
             for cp_mode in modes {
-                if cp_mode == CpMode::Ulysses && cp > 1 && !shape.heads.is_multiple_of(cp) {
+                let ulysses_refusal = if cp_mode != CpMode::Ulysses || cp <= 1 {
+                    None
+                } else if !shape.heads.is_multiple_of(cp) {
+                    Some(ParallelConfigError::HeadsNotMultipleOfContext {
+                        heads: shape.heads,
+                        cp,
+                    })
+                } else if shape.edge_feature_dim > 0 {
+                    // the edge encoding's dense bias: the ring reads each rank's rows in place,
+                    // Ulysses' all-to-all would have to send them
+                    Some(ParallelConfigError::DenseBiasWithUlysses { cp })
+                } else {
+                    None
+                };
+                if let Some(error) = ulysses_refusal {
                     // tried only when asked for: then the layout is invalid
                     if options.cp_mode.is_some() {
                         let config = ParallelConfig::uniform(pp, cp, dp, 1, layers)
                             .map(|config| config.with_cp_mode(cp_mode))
                             .unwrap_or_else(|_| ParallelConfig::single_device(layers));
-                        let error = ParallelConfigError::HeadsNotMultipleOfContext {
-                            heads: shape.heads,
-                            cp,
-                        };
                         rejected.push(Rejected {
                             config,
                             reason: RejectReason::Invalid { error },

@@ -432,8 +432,11 @@ impl TrainConfig {
             }
         }
         if self.model.edge_encoding {
-            if self.mesh.cp > 1 {
-                return invalid("model.edge_encoding", "runs without context parallelism only: set mesh.cp = 1");
+            if self.mesh.cp > 1 && self.mesh.cp_mode == Some(CpMode::Ulysses) {
+                return invalid(
+                    "mesh.cp_mode",
+                    "the edge encoding runs with cp > 1 on the ring only (cp_mode = \"ring\"): Ulysses' all-to-all would communicate its bias",
+                );
             }
             if self.attention.mode != AttentionMode::Full {
                 return invalid("model.edge_encoding", "needs attention.mode = \"full\" (sparse attention takes no dense bias)");
@@ -553,17 +556,32 @@ mod tests {
     }
 
     #[test]
-    fn the_edge_encoding_is_refused_on_a_ring_with_sparse_attention_and_without_hops() {
+    fn the_edge_encoding_is_refused_with_ulysses_sparse_attention_and_without_hops() {
         let config = TrainConfig::from_toml_str("[model]\nedge_encoding = true\ngraph_token = true\n")
             .unwrap_or_else(|e| panic!("{e}"));
         config.validate().unwrap_or_else(|e| panic!("{e}"));
         assert!(!TrainConfig::default().model.edge_encoding);
-        // a pipeline and data parallelism carry it (the embedding stage computes its bias)
-        TrainConfig::from_toml_str("[model]\nedge_encoding = true\n[mesh]\npp = 2\ndp = 2\nmicro_batches = 2\n")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .validate()
+        // a pipeline, data parallelism and the ring carry it (the embedding stage computes its
+        // bias, each ring rank its block's rows)
+        for accepted in [
+            "[mesh]\npp = 2\ndp = 2\nmicro_batches = 2\n",
+            "[mesh]\ncp = 2\n",
+            "[mesh]\npp = 2\ncp = 2\nmicro_batches = 2\ncp_mode = \"ring\"\n",
+            "[mesh]\ncp = 1\ncp_mode = \"ulysses\"\n",
+        ] {
+            TrainConfig::from_toml_str(&format!("[model]\nedge_encoding = true\n{accepted}"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .validate()
+                .unwrap_or_else(|e| panic!("{accepted}: {e}"));
+        }
+        // Ulysses would send the bias through its all-to-all: refused, naming the mode
+        let ulysses = TrainConfig::from_toml_str("[model]\nedge_encoding = true\n[mesh]\ncp = 2\ncp_mode = \"ulysses\"\n")
             .unwrap_or_else(|e| panic!("{e}"));
-        for refused in ["[mesh]\ncp = 2\n", "[attention]\nmode = \"sparse\"\n", "[data]\nmax_distance = 0\n"] {
+        match ulysses.validate() {
+            Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "mesh.cp_mode"),
+            other => panic!("ulysses: {other:?}"),
+        }
+        for refused in ["[attention]\nmode = \"sparse\"\n", "[data]\nmax_distance = 0\n"] {
             let text = format!("[model]\nedge_encoding = true\n{refused}");
             let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
             match config.validate() {

@@ -391,7 +391,7 @@ impl SequenceDataset {
     /// paths when batches carry them.
     fn node_batch<B: Backend>(&self, indices: &[usize], block: NodeBlock<B>, device: &B::Device) -> NodeBatch<B> {
         let NodeBlock { block, nodes } = block;
-        let edge_paths = self.edge_paths.then(|| self.sequence_edge_paths(indices, device));
+        let edge_paths = self.edge_paths.then(|| self.sequence_edge_paths(indices, 0..self.seq_len, self.seq_len, device));
         NodeBatch {
             graph: GraphBatch {
                 input: block.input.expect("asked for the node input"),
@@ -407,11 +407,12 @@ impl SequenceDataset {
         }
     }
 
-    /// The edge paths of the whole sequences `indices` ([`edge_paths`]).
-    fn sequence_edge_paths<B: Backend>(&self, indices: &[usize], device: &B::Device) -> EdgePaths<B> {
+    /// The edge paths of the rows `rows` of the sequences `indices` padded to `frame` positions
+    /// ([`edge_paths`]).
+    fn sequence_edge_paths<B: Backend>(&self, indices: &[usize], rows: Range<usize>, frame: usize, device: &B::Device) -> EdgePaths<B> {
         let members: Vec<&[u32]> = indices.iter().map(|&index| self.sequences[index].as_slice()).collect();
         let SequenceOptions { max_distance, scope, .. } = self.options;
-        edge_paths(&self.dataset, &members, self.seq_len, max_distance, scope, device)
+        edge_paths(&self.dataset, &members, rows, frame, max_distance, scope, device)
     }
 
     /// The rows `rows` of the batch of the sequences `indices`, each padded to `frame ≥ seq_len`
@@ -420,9 +421,8 @@ impl SequenceDataset {
     /// embedding stage). `dropout` as in
     /// [`batch_with_structure_dropout`](Self::batch_with_structure_dropout): the same pairs are
     /// dropped whichever rows are built. With [`with_edge_paths`](Self::with_edge_paths), a block
-    /// of whole sequences (`rows = 0..seq_len = frame`) with its node input also carries the
-    /// sequences' edge paths (the embedding stage of a pipeline computes the edge encoding);
-    /// a ring's blocks carry none.
+    /// with its node input also carries the edge paths of its rows over the `frame` columns
+    /// (the embedding stage computes the edge encoding's rows of the block).
     ///
     /// # Panics
     ///
@@ -448,10 +448,9 @@ impl SequenceDataset {
         };
         let index_rows = BucketIndex::from_row_blocks_where(&blocks, [width, frame], keep, device)
             .expect("row blocks fit the batch frame");
-        let whole = rows == (0..self.seq_len) && frame == self.seq_len;
         let mut block = self.block_tensors(nodes, index_rows, [indices.len(), width], with_input, device);
-        if self.edge_paths && with_input && whole {
-            block.block.edge_paths = Some(self.sequence_edge_paths(indices, device));
+        if self.edge_paths && with_input {
+            block.block.edge_paths = Some(self.sequence_edge_paths(indices, rows, frame, device));
         }
         block
     }

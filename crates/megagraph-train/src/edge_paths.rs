@@ -28,9 +28,12 @@ pub(crate) fn check_edge_features(dataset: &Dataset) -> Result<usize> {
     }
 }
 
-/// The edge paths of the sequences `sequences` (node lists) padded to `seq_len` positions:
-/// their path tables ([`EdgePathIndex`], sequences in parallel) over `max_distance` hops in
-/// `scope`, and the features of the edges they use, each edge once (in order of first use).
+/// The edge paths of the query rows `query_rows` of the sequences `sequences` (node lists)
+/// padded to `frame` positions, `[batch, query_rows.len(), frame, max_distance]` (rows and
+/// columns past a sequence have no path): their path tables ([`EdgePathIndex`], sequences in
+/// parallel) over `max_distance` hops in `scope`, and the features of the edges the rows' paths
+/// use, each edge once (in order of first use). `query_rows = 0..seq_len = frame` gives whole
+/// sequences; a rank of a context-parallel ring asks for its block's rows.
 ///
 /// # Panics
 /// If `dataset` has no edge features ([`check_edge_features`] says so before training), or a
@@ -38,7 +41,8 @@ pub(crate) fn check_edge_features(dataset: &Dataset) -> Result<usize> {
 pub(crate) fn edge_paths<B: Backend>(
     dataset: &Dataset,
     sequences: &[&[u32]],
-    seq_len: usize,
+    query_rows: std::ops::Range<usize>,
+    frame: usize,
     max_distance: u8,
     scope: DistanceScope,
     device: &B::Device,
@@ -56,17 +60,18 @@ pub(crate) fn edge_paths<B: Backend>(
     let mut rows: HashMap<usize, i64> = HashMap::new();
     let mut values: Vec<f32> = Vec::new();
     // `-1` until the edge count is known, then the sentinel row `edges`
-    let mut ids = vec![-1i64; batch * seq_len * seq_len * hops];
-    let mut inverse_length = vec![0.0f32; batch * seq_len * seq_len];
+    let width = query_rows.len();
+    let mut ids = vec![-1i64; batch * width * frame * hops];
+    let mut inverse_length = vec![0.0f32; batch * width * frame];
     for (b, table) in tables.iter().enumerate() {
         let (len, _) = table.shape();
-        for i in 0..len {
-            for j in 0..len {
+        for i in query_rows.clone().filter(|&i| i < len) {
+            for j in 0..len.min(frame) {
                 let path = table.path(i, j);
                 if path.is_empty() {
                     continue;
                 }
-                let pair = (b * seq_len + i) * seq_len + j;
+                let pair = (b * width + i - query_rows.start) * frame + j;
                 inverse_length[pair] = 1.0 / path.len() as f32;
                 for (hop, &arc) in path.iter().enumerate() {
                     let next = rows.len() as i64;
@@ -84,7 +89,7 @@ pub(crate) fn edge_paths<B: Backend>(
     }
     EdgePaths {
         features: Tensor::from_data(TensorData::new(values, [edges, features.dim]), device),
-        edge_ids: Tensor::<B, 4, Int>::from_data(TensorData::new(ids, [batch, seq_len, seq_len, hops]), device),
-        inverse_length: Tensor::from_data(TensorData::new(inverse_length, [batch, seq_len, seq_len]), device),
+        edge_ids: Tensor::<B, 4, Int>::from_data(TensorData::new(ids, [batch, width, frame, hops]), device),
+        inverse_length: Tensor::from_data(TensorData::new(inverse_length, [batch, width, frame]), device),
     }
 }

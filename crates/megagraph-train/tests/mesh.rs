@@ -87,18 +87,29 @@ fn every_layout_reproduces_the_single_device_losses() {
 }
 
 #[test]
-fn the_edge_encoding_on_a_pipeline_reproduces_the_single_device_losses() {
+fn the_edge_encoding_on_a_mesh_reproduces_the_single_device_losses() {
     let mut base = config();
     base.synthetic.edge_feature_dim = 4;
     base.model.edge_encoding = true;
     let data = data(&base);
     let single = fit(&base, &data, &mut Quiet).unwrap_or_else(|e| panic!("single device: {e}"));
-    for (pp, dp, micro_batches) in [(2, 1, 2), (2, 2, 1)] {
+    // with cp > 1 each ring rank builds its block's rows of the edge paths and of the bias
+    for (pp, cp, dp, micro_batches) in [(2, 1, 1, 2), (2, 1, 2, 1), (1, 2, 1, 1), (2, 2, 1, 2)] {
         let mut parallel = base.clone();
-        parallel.mesh = MeshConfig::new(pp, 1, dp, micro_batches);
-        let label = format!("edge encoding, pp={pp} dp={dp} micro_batches={micro_batches}");
+        parallel.mesh = MeshConfig::new(pp, cp, dp, micro_batches);
+        let label = format!("edge encoding, pp={pp} cp={cp} dp={dp} micro_batches={micro_batches}");
         let report = fit(&parallel, &data, &mut Quiet).unwrap_or_else(|e| panic!("{label}: {e}"));
         assert_same_losses(&label, &report, &single);
+    }
+    // Ulysses would send the bias through its all-to-all: the layout is refused, naming the mode
+    let mut ulysses = base.clone();
+    ulysses.mesh = MeshConfig {
+        cp_mode: Some(megagraph_parallel::CpMode::Ulysses),
+        ..MeshConfig::new(1, 2, 1, 1)
+    };
+    match NodeClassificationTrainer::new(&ulysses, data.clone()).layout() {
+        Err(TrainError::InvalidConfig { field, reason }) => assert_eq!(field, "mesh.cp_mode", "{reason}"),
+        other => panic!("ulysses with an edge encoding: expected a refusal, got {other:?}"),
     }
 }
 

@@ -23,7 +23,9 @@ use crate::ParallelError;
 ///   and the table `[buckets, heads]`
 /// - `bias.key_padding_mask` (optional): this position's block, `[batch, block]`,
 ///   `true` = padding; it travels the ring with the block's keys
-/// - `bias.dense`: not supported
+/// - `bias.dense` (optional): this position's ROWS of a dense bias over every key, `[batch,
+///   heads, block, block * ring size]` (the edge encoding's, computed for this block's rows);
+///   each hop reads the columns of the key block it holds, and nothing of it travels the ring
 /// - returns the output `[batch, heads, block, head_dim]` and log-sum-exp `[batch, heads, block]`
 ///   over all keys, equal to [`graph_attention`](megagraph_kernels::graph_attention) on the whole
 ///   sequence restricted to this block's rows; like it, `f16` and `bf16` inputs are computed in
@@ -31,13 +33,15 @@ use crate::ParallelError;
 ///   `f32`.
 ///
 /// Every position of `ring` must make the same calls, in the same order, with the same `call`.
-/// Differentiable in `q`, `k`, `v` and the table; the backward pass communicates over the ring
+/// Differentiable in `q`, `k`, `v`, the table and the dense bias (its gradient, like the bias,
+/// is this position's rows over every column); the backward pass communicates over the ring
 /// too, and a failure there is reported by [`RingEndpoint::take_failure`] after `backward()`.
 ///
 /// # Errors
 ///
-/// [`ParallelError::Attention`] for inconsistent shapes, [`ParallelError::Unsupported`] without
-/// a distance bias or with a dense bias, a communication error otherwise.
+/// [`ParallelError::Attention`] for inconsistent shapes or a dense bias whose dtype is not
+/// `q`'s, [`ParallelError::Unsupported`] without a distance bias, a communication error
+/// otherwise.
 pub fn ring_attention<B: ContextParallelBackend>(
     inputs: AttendInputs<B>,
     ring: &Arc<RingEndpoint<B::InnerBackend>>,
@@ -53,12 +57,6 @@ pub fn ring_attention<B: ContextParallelBackend>(
     let options = &options;
     let rank = ring.rank;
     let fail = |source: AttentionError| ParallelError::Attention { rank, source };
-    if bias.dense.is_some() {
-        return Err(ParallelError::Unsupported {
-            rank,
-            what: "a dense attention bias in ring attention (it would have to travel the ring)",
-        });
-    }
     let Some(distance) = bias.distance else {
         return Err(ParallelError::Unsupported {
             rank,
@@ -104,6 +102,25 @@ pub fn ring_attention<B: ContextParallelBackend>(
         table_dims.clone(),
         vec![("buckets", table_dims[0]), ("heads", heads)],
     )?;
+    if let Some(dense) = &bias.dense {
+        expect(
+            "dense",
+            dense.dims().to_vec(),
+            vec![
+                ("batch", batch),
+                ("heads", heads),
+                ("block", block),
+                ("total_k_len", block * ring.size),
+            ],
+        )?;
+        if dense.dtype() != q.dtype() {
+            return Err(fail(AttentionError::DTypeMismatch {
+                tensor: "dense",
+                expected: q.dtype(),
+                actual: dense.dtype(),
+            }));
+        }
+    }
     if let Some(mask) = &bias.key_padding_mask {
         expect(
             "key_padding_mask",
@@ -144,7 +161,7 @@ pub fn ring_attention<B: ContextParallelBackend>(
             table: primitive(distance.table),
             column_offset: 0,
         }),
-        dense: None,
+        dense: bias.dense.map(primitive),
         key_padding_mask: bias.key_padding_mask.map(|mask| mask.into_primitive()),
         scale,
         block_size: options.block_size,

@@ -31,7 +31,8 @@ pub trait ContextParallelBackend: GraphAttentionAutodiffBackend + UlyssesBackend
     /// Ring attention at the primitive level. `inputs` are this position's
     /// `q`, `k`, `v` (`[batch, heads, block, head_dim]`), its distance index rows
     /// (`[batch, block, block * ring size]`; the column offset is set per hop) with the table,
-    /// and its key padding mask (`[batch, block]`). Returns the packed
+    /// its rows of a dense bias, if any (`[batch, heads, block, block * ring size]`; each hop
+    /// reads the held block's columns), and its key padding mask (`[batch, block]`). Returns the packed
     /// `[batch, heads, block, head_dim + 1]` result (output, then log-sum-exp), like
     /// [`GraphAttentionBackend::graph_attention_forward`]: in the
     /// [`compute_dtype`](megagraph_kernels::compute_dtype) of the inputs (`f32` for `f16` and
@@ -60,17 +61,18 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
                 what: "ring attention without a distance bias",
             });
         };
-        if inputs.dense.is_some() {
-            return Err(ParallelError::Unsupported {
-                rank: ring.rank,
-                what: "a dense attention bias in ring attention",
-            });
-        }
+        // an absent dense bias stands in the parent list as a second reference to `q` (as in
+        // the one-device op's node); only a real one receives a gradient
+        let dense_node = inputs
+            .dense
+            .as_ref()
+            .map_or_else(|| inputs.q.node.clone(), |dense| dense.node.clone());
         let nodes = [
             inputs.q.node.clone(),
             inputs.k.node.clone(),
             inputs.v.node.clone(),
             distance.table.node.clone(),
+            dense_node,
         ];
         let dtypes = [
             inputs.q.primitive.dtype(),
@@ -78,6 +80,14 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
             inputs.v.primitive.dtype(),
             distance.table.primitive.dtype(),
         ];
+        let dense_dtype = inputs.dense.as_ref().map(|dense| dense.primitive.dtype());
+        // the table's and the dense bias's references, held until this node is registered (see
+        // the one-device op's `graph_attention_forward`: Burn 0.21's clean-up may free a parent
+        // that no tensor references before its child is registered)
+        let held = (
+            distance.table.rc.clone(),
+            inputs.dense.as_ref().map(|dense| dense.rc.clone()),
+        );
         // half-precision inputs are computed in f32 (`compute_dtype`), as on one device: q and
         // the table here, k and v per hop (they travel the ring in their own dtype)
         let inner = GraphAttentionInputs::<B> {
@@ -89,7 +99,7 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
                 table: widen::<B>(distance.table.primitive),
                 column_offset: 0,
             }),
-            dense: None,
+            dense: inputs.dense.map(|dense| widen::<B>(dense.primitive)),
             key_padding_mask: inputs.key_padding_mask,
             scale: inputs.scale,
             block_size: inputs.block_size,
@@ -99,7 +109,7 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
         let step = RingAttentionBackward::<B> {
             _backend: PhantomData,
         };
-        Ok(match step.prepare::<C>(nodes).compute_bound().stateful() {
+        let result = match step.prepare::<C>(nodes).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let state = RingState {
                     inputs: inner,
@@ -107,10 +117,13 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
                     ring: ring.clone(),
                     call,
                     dtypes,
+                    dense_dtype,
                 };
                 prep.finish(state, packed)
             }
             OpsKind::UnTracked(prep) => prep.finish(packed),
-        })
+        };
+        drop(held);
+        Ok(result)
     }
 }

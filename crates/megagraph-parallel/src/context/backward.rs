@@ -18,7 +18,8 @@ use super::message::{Block, Phase, RingCall, RingTag};
 use super::packed::{float, primitive};
 use crate::ParallelError;
 
-/// Backward step of ring attention. Parents: `[q, k, v, table]`.
+/// Backward step of ring attention. Parents: `[q, k, v, table, dense]` (without a dense bias,
+/// its place holds `q` again and gets no gradient).
 #[derive(Debug)]
 pub(super) struct RingAttentionBackward<B> {
     pub(super) _backend: PhantomData<B>,
@@ -35,18 +36,20 @@ pub(super) struct RingState<B: Backend> {
     /// The dtypes of q, k, v and the table as the caller gave them: their gradients, summed in
     /// the compute dtype over the hops, are cast back to these.
     pub(super) dtypes: [DType; 4],
+    /// The dtype of the dense bias as the caller gave it, `None` without one.
+    pub(super) dense_dtype: Option<DType>,
 }
 
-impl<B: GraphAttentionBackend> Backward<B, 4> for RingAttentionBackward<B> {
+impl<B: GraphAttentionBackend> Backward<B, 5> for RingAttentionBackward<B> {
     type State = RingState<B>;
 
     fn backward(
         self,
-        ops: Ops<Self::State, 4>,
+        ops: Ops<Self::State, 5>,
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let [node_q, node_k, node_v, node_table] = ops.parents;
+        let [node_q, node_k, node_v, node_table, node_dense] = ops.parents;
         let packed_grad = grads.consume::<B>(&ops.node);
         let RingState {
             inputs,
@@ -54,6 +57,7 @@ impl<B: GraphAttentionBackend> Backward<B, 4> for RingAttentionBackward<B> {
             ring,
             call,
             dtypes,
+            dense_dtype,
         } = ops.state;
         let zeros = zero_grads(&inputs);
         let result = match ring_backward(inputs, packed, packed_grad, &ring, call) {
@@ -74,6 +78,9 @@ impl<B: GraphAttentionBackend> Backward<B, 4> for RingAttentionBackward<B> {
                 grads.register::<B>(node.id, narrow::<B>(grad, dtype));
             }
         }
+        if let (Some(node), Some(grad), Some(dtype)) = (node_dense, result.dense, dense_dtype) {
+            grads.register::<B>(node.id, narrow::<B>(grad, dtype));
+        }
     }
 }
 
@@ -83,6 +90,9 @@ struct RingGrads<B: Backend> {
     k: FloatTensor<B>,
     v: FloatTensor<B>,
     table: FloatTensor<B>,
+    /// This position's rows over every column, `[batch, heads, block, block * ring size]`;
+    /// `None` without a dense bias.
+    dense: Option<FloatTensor<B>>,
 }
 
 /// Zero gradients of `inputs` in their compute dtype (the hops' sums run in it).
@@ -97,6 +107,7 @@ fn zero_grads<B: Backend>(inputs: &GraphAttentionInputs<B>) -> RingGrads<B> {
         k: zeros4(&inputs.k),
         v: zeros4(&inputs.v),
         table,
+        dense: inputs.dense.as_ref().map(|d| widen::<B>(primitive(float::<B, 4>(d.clone()).zeros_like()))),
     }
 }
 
@@ -116,6 +127,9 @@ fn ring_backward<B: GraphAttentionBackend>(
     let zeros = zero_grads(&local);
     let mut d_q: Tensor<B, 4> = float(zeros.q);
     let mut d_table: Tensor<B, 2> = float(zeros.table);
+    // the dense bias's gradient, one column block per key block: the block of owner `o` is
+    // columns `o * block .. (o + 1) * block` of this position's rows
+    let mut d_dense: Vec<Option<Tensor<B, 4>>> = vec![None; ring.size];
     let mut block = Block {
         owner: ring.position,
         k: Some(local.k.clone()),
@@ -132,6 +146,9 @@ fn ring_backward<B: GraphAttentionBackend>(
         d_q = add(d_q, grads.q);
         if let Some(table) = grads.table {
             d_table = add(d_table, table);
+        }
+        if let Some(dense) = grads.dense {
+            d_dense[block.owner] = Some(float(dense));
         }
         let dk = block
             .dk
@@ -173,7 +190,25 @@ fn ring_backward<B: GraphAttentionBackend>(
             got: format!("those of block {}", block.owner),
         });
     }
+    let dense = match local.dense {
+        None => None,
+        Some(_) => {
+            let parts = d_dense
+                .into_iter()
+                .enumerate()
+                .map(|(owner, part)| {
+                    part.ok_or_else(|| ParallelError::OutOfOrder {
+                        rank: ring.rank,
+                        expected: format!("the dense bias gradient of key block {owner}"),
+                        got: "no hop over that block".to_string(),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(primitive(Tensor::cat(parts, 3)))
+        }
+    };
     Ok(RingGrads {
+        dense,
         q: primitive(d_q),
         k: block
             .dk

@@ -7,12 +7,14 @@ use megagraph_kernels::precision::widen;
 use megagraph_kernels::{DistanceBiasPrimitive, GraphAttentionInputs};
 
 use super::message::Block;
-use super::packed::float;
+use super::packed::{float, primitive};
 use crate::ParallelError;
 
 /// The inputs of the op for `block`: this position's queries and index rows, the block's keys
 /// and values (in their [`compute_dtype`](megagraph_kernels::compute_dtype), as the local
-/// queries and table are) and mask, and the index columns of the block's owner.
+/// queries and table are) and mask, the index columns of the block's owner and, with a dense
+/// bias (`[batch, heads, block, block * ring size]`), its columns of the block's owner
+/// (`[batch, heads, block, block]`).
 pub(super) fn hop_inputs<B: Backend>(
     local: &GraphAttentionInputs<B>,
     block: &Block<B>,
@@ -20,6 +22,7 @@ pub(super) fn hop_inputs<B: Backend>(
     v: FloatTensor<B>,
 ) -> GraphAttentionInputs<B> {
     let block_len = float::<B, 4>(local.q.clone()).dims()[2];
+    let columns = block.owner * block_len..(block.owner + 1) * block_len;
     GraphAttentionInputs {
         q: local.q.clone(),
         k: widen::<B>(k),
@@ -29,7 +32,10 @@ pub(super) fn hop_inputs<B: Backend>(
             table: d.table.clone(),
             column_offset: block.owner * block_len,
         }),
-        dense: None,
+        dense: local.dense.as_ref().map(|dense| {
+            let [batch, heads, rows, _] = float::<B, 4>(dense.clone()).dims();
+            primitive(float::<B, 4>(dense.clone()).slice([0..batch, 0..heads, 0..rows, columns.clone()]))
+        }),
         key_padding_mask: block.mask.clone(),
         scale: local.scale,
         block_size: local.block_size,

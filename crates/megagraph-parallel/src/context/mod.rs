@@ -7,7 +7,9 @@
 //! `column_offset = owner * S / cp` (so it reads the right index columns) and that block's key
 //! padding mask, which travels with it. The partial results are merged exactly with
 //! [`merge_partials`](megagraph_kernels::merge_partials). The distance index and the bias table
-//! are never sent.
+//! are never sent, nor a dense bias (the edge encoding's): position `r` holds its ROWS over every
+//! column, `[batch, heads, S / cp, S]`, and each hop reads the columns of the block it holds; the
+//! backward writes each hop's gradient into those columns.
 //!
 //! Backward (a custom autodiff node per position, see [`ContextParallelBackend`]): the node
 //! recomputes each block's contribution from the merged output and log-sum-exp (the standard

@@ -73,8 +73,10 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
     ///
     /// [`ParallelError::Config`] for a configuration that does not fit (via
     /// [`ParallelConfig::validate`] with the sequence length padded to a multiple of `cp`),
-    /// [`ParallelError::DeviceCount`], [`ParallelError::Nodes`] for a bad multi-node setup, or
-    /// the first worker's setup failure.
+    /// [`ParallelError::DeviceCount`], [`ParallelError::Nodes`] for a bad multi-node setup,
+    /// [`ParallelError::Model`] for a model the mesh cannot run (with Ulysses, `cp_mode =
+    /// ulysses` and `cp > 1`: heads not a multiple of `cp`, or an edge encoding), or the first
+    /// worker's setup failure.
     pub fn new(
         config: ParallelConfig,
         model: GraphTransformer<Inner<B>>,
@@ -126,6 +128,13 @@ impl<B: ContextParallelBackend> ParallelTrainer<B> {
                 field: "num_heads",
                 value: heads,
                 reason: "Ulysses (cp_mode = ulysses) needs a multiple of cp heads: each context rank attends for heads / cp of them",
+            });
+        }
+        if config.cp_mode == CpMode::Ulysses && config.cp > 1 && model.edge_encoding.is_some() {
+            return Err(ParallelError::Model {
+                field: "edge_encoding",
+                value: 1,
+                reason: "the edge encoding's dense bias runs with the ring (cp_mode = ring) only: Ulysses' all-to-all would communicate it",
             });
         }
         let stages = StageModule::split(model, &config)?;

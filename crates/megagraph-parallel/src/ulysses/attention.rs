@@ -23,7 +23,7 @@ use crate::{ParallelError, RingCall};
 ///   `column_offset` must be 0), and the whole table `[buckets, heads]`; this position reads
 ///   the table columns of its heads
 /// - `bias.key_padding_mask` (optional): the mask of every node, `[batch, S]`, `true` = padding
-/// - `bias.dense`: not supported
+/// - `bias.dense`: not supported (its all-to-all would communicate it; [`ring_attention`](crate::ring_attention) reads a block's rows of it)
 /// - returns the output `[batch, heads, block, head_dim]`, equal to
 ///   [`graph_attention`] on the whole sequence restricted to this block's rows
 ///
@@ -54,7 +54,7 @@ pub fn ulysses_attention<B: GraphAttentionBackend + UlyssesBackend>(
     if bias.dense.is_some() {
         return Err(ParallelError::Unsupported {
             rank,
-            what: "a dense attention bias in Ulysses attention",
+            what: "a dense attention bias in Ulysses attention (its all-to-all would communicate the bias; the ring, cp_mode = ring, slices it by key block)",
         });
     }
     let Some(distance) = bias.distance else {

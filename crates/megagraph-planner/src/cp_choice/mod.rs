@@ -11,7 +11,7 @@ use megagraph_layout::CpMode;
 use std::fmt::Write;
 
 /// Why `best` uses its context mode: nothing to choose at `cp = 1`, the mode asked for in
-/// `options`, the heads constraint, or how its exchange, step time and memory compare with
+/// `options`, the heads constraint, the edge encoding's dense bias (ring only), or how its exchange, step time and memory compare with
 /// the same layout in the other mode (found among `candidates`, or out of memory among
 /// `rejected`).
 pub(crate) fn explain_cp_mode(
@@ -36,6 +36,12 @@ pub(crate) fn explain_cp_mode(
         return format!(
             "ring: heads {heads} not divisible by cp {}, so Ulysses cannot split them; {}",
             layout.cp,
+            chosen.describe()
+        );
+    }
+    if mode == CpMode::Ring && model.shape().edge_feature_dim > 0 {
+        return format!(
+            "ring: the edge encoding's dense bias stays on the ring's ranks (each computes its rows), and Ulysses would have to send it; {}",
             chosen.describe()
         );
     }

@@ -223,6 +223,50 @@ fn heads_that_cp_does_not_divide_rule_ulysses_out() {
 }
 
 #[test]
+fn an_edge_encoding_rules_ulysses_out_and_keeps_the_ring() {
+    // where Ulysses would win without one (see `ulysses_is_chosen_where_..`)
+    let mut problem = problem(8, 4_096, THIN, LARGE);
+    problem.shape.edge_feature_dim = 4;
+    problem.profile = analytic_profile(&HINTS, "gpu", &problem.shape, 4, &ProfileLadder::default()).unwrap();
+    let report = problem.search(None).unwrap();
+    assert_eq!((report.best.layout.cp, report.best.layout.cp_mode), (4, CpMode::Ring));
+    assert!(report.candidates.iter().all(|plan| plan.layout.cp_mode == CpMode::Ring));
+    assert!(report.candidates.iter().any(|plan| plan.layout.cp > 1));
+    assert!(
+        report.cp_mode_reason.starts_with("ring: the edge encoding's dense bias"),
+        "{}",
+        report.cp_mode_reason
+    );
+    // asked for, no layout is left, and each rejection says why
+    match problem.search(Some(CpMode::Ulysses)) {
+        Err(SearchError::NoValidLayout { rejected, .. }) => assert!(rejected.iter().any(|r| matches!(
+            r.reason,
+            RejectReason::Invalid {
+                error: ParallelConfigError::DenseBiasWithUlysses { cp: 4 }
+            }
+        ))),
+        other => panic!("expected no valid layout, got {other:?}"),
+    }
+    // a given Ulysses layout is refused with a typed error
+    let config = ParallelConfig::uniform(1, 4, 1, 1, 1)
+        .unwrap()
+        .with_cp_mode(CpMode::Ulysses);
+    let error = evaluate(
+        &problem.cluster,
+        &problem.shape,
+        &problem.workload,
+        &problem.profile,
+        &config,
+        &SearchOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, PlanError::Config(ParallelConfigError::DenseBiasWithUlysses { cp: 4 })),
+        "{error}"
+    );
+}
+
+#[test]
 fn without_context_parallelism_there_is_nothing_to_choose() {
     let mut problem = problem(8, 4_096, THIN, LARGE);
     problem.cluster.devices_per_node = 1;

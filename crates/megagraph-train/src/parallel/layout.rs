@@ -131,7 +131,7 @@ fn layout_error(error: &ParallelConfigError, planned: bool) -> TrainError {
             ParallelConfigError::ContextDoesNotDivideSequence { .. } => "mesh.cp",
             ParallelConfigError::DataDoesNotDivideSequences { .. } => "mesh.dp",
             ParallelConfigError::MicroBatchesDoNotDivide { .. } => "mesh.micro_batches",
-            ParallelConfigError::HeadsNotMultipleOfContext { .. } => "mesh.cp_mode",
+            ParallelConfigError::HeadsNotMultipleOfContext { .. } | ParallelConfigError::DenseBiasWithUlysses { .. } => "mesh.cp_mode",
         }
     };
     let hint = if planned {

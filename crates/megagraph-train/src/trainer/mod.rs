@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use burn::module::{AutodiffModule, Module};
 use burn::optim::AdamWConfig;
 use megagraph_models::{GraphTransformer, GraphTransformerConfig};
-use megagraph_parallel::{ContextParallelBackend, NodeConfig, OptimizerRecord, ParallelConfig};
+use megagraph_parallel::{ContextParallelBackend, CpMode, NodeConfig, OptimizerRecord, ParallelConfig};
 
 use crate::attention::AttentionMode;
 use crate::attention_schedule::AttentionSchedule;
@@ -117,11 +117,15 @@ impl<'a> NodeClassificationTrainer<'a> {
             near_pairs_per_row: matches!(self.config.mesh.plan, Some(MeshPlan::Auto)).then(|| self.data.near_pairs_per_row()),
         };
         let layout = resolve_layout(&self.config.mesh, &self.model_config(), steps)?;
-        if self.data.has_edge_paths() && layout.cp > 1 {
-            // the embedding stage computes the edge encoding's bias of whole sequences only
+        if self.data.has_edge_paths() && layout.cp > 1 && layout.cp_mode == CpMode::Ulysses {
+            // each ring rank computes its rows of the edge encoding's bias; Ulysses would have to
+            // send them through its all-to-all (a plan file or `plan = "auto"` may choose it)
             return Err(TrainError::InvalidConfig {
-                field: "model.edge_encoding",
-                reason: format!("runs without context parallelism only, and the layout has cp = {}", layout.cp),
+                field: "mesh.cp_mode",
+                reason: format!(
+                    "the edge encoding runs with cp > 1 on the ring only (cp_mode = \"ring\"), and the layout has cp = {} with cp_mode = ulysses",
+                    layout.cp
+                ),
             });
         }
         Ok(Some(layout))
