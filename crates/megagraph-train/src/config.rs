@@ -238,7 +238,10 @@ pub struct TrainingConfig {
     /// Correct & Smooth (Huang et al. 2021) of the model's softmax predictions at every
     /// evaluation, from the training labels only ([`CorrectAndSmooth`](crate::CorrectAndSmooth)):
     /// the validation accuracy that picks the best epoch and stops early, and the test accuracy
-    /// reported, are those of the post-processed predictions. Default: false.
+    /// reported, are those of the post-processed predictions. Applies to
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's loop);
+    /// burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) scores batches and does not
+    /// post-process. Default: false.
     pub correct_smooth: bool,
     /// Correct & Smooth's `α₁`: `E ← (1 − α₁) E⁰ + α₁ Â E` spreads the training error, in
     /// [0, 1]. Default: 0.8.
