@@ -107,6 +107,23 @@ pub struct TrainArgs {
     /// Label smoothing of the cross-entropy: targets 1 − E on the label plus E / classes.
     #[arg(long, value_name = "E")]
     pub label_smoothing: Option<f64>,
+    /// Correct & Smooth (Huang et al. 2021) of the softmax predictions at every evaluation, from
+    /// the training labels only: validation (best epoch, early stopping) and test accuracy are
+    /// those of the post-processed predictions.
+    #[arg(long)]
+    pub correct_smooth: bool,
+    /// Correct & Smooth's α₁: E ← (1 − α₁) E⁰ + α₁ Â E spreads the training error (0.8).
+    #[arg(long, value_name = "A")]
+    pub correct_alpha: Option<f64>,
+    /// Correct & Smooth's α₂: G ← (1 − α₂) G⁰ + α₂ Â G spreads the corrected predictions (0.8).
+    #[arg(long, value_name = "A")]
+    pub smooth_alpha: Option<f64>,
+    /// Rounds K of each of Correct & Smooth's two propagations (50).
+    #[arg(long, value_name = "K")]
+    pub correct_smooth_steps: Option<usize>,
+    /// Fixed scale of Correct & Smooth's correction (unset: autoscale).
+    #[arg(long, value_name = "S")]
+    pub correct_scale: Option<f64>,
     /// Write metrics (accuracy, time, memory, per-epoch history) as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub metrics_out: Option<PathBuf>,
@@ -322,6 +339,13 @@ impl TrainArgs {
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
+        c.training.correct_smooth |= self.correct_smooth;
+        set(&mut c.training.correct_alpha, &self.correct_alpha);
+        set(&mut c.training.smooth_alpha, &self.smooth_alpha);
+        set(&mut c.training.correct_smooth_steps, &self.correct_smooth_steps);
+        if self.correct_scale.is_some() {
+            c.training.correct_scale = self.correct_scale;
+        }
         if self.metrics_out.is_some() {
             c.training.metrics_out = self.metrics_out.clone();
         }

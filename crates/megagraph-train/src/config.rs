@@ -235,6 +235,25 @@ pub struct TrainingConfig {
     /// Label smoothing ε of the cross-entropy: the target puts `1 − ε` on the label and `ε / C`
     /// on each of the `C` classes, in [0, 1). Default: 0.0.
     pub label_smoothing: f64,
+    /// Correct & Smooth (Huang et al. 2021) of the model's softmax predictions at every
+    /// evaluation, from the training labels only ([`CorrectAndSmooth`](crate::CorrectAndSmooth)):
+    /// the validation accuracy that picks the best epoch and stops early, and the test accuracy
+    /// reported, are those of the post-processed predictions. Applies to
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's loop);
+    /// burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) scores batches and does not
+    /// post-process. Default: false.
+    pub correct_smooth: bool,
+    /// Correct & Smooth's `α₁`: `E ← (1 − α₁) E⁰ + α₁ Â E` spreads the training error, in
+    /// [0, 1]. Default: 0.8.
+    pub correct_alpha: f64,
+    /// Correct & Smooth's `α₂`: `G ← (1 − α₂) G⁰ + α₂ Â G` spreads the corrected predictions, in
+    /// [0, 1]. Default: 0.8.
+    pub smooth_alpha: f64,
+    /// Rounds `K` of each of Correct & Smooth's two propagations, at least 1. Default: 50.
+    pub correct_smooth_steps: usize,
+    /// Fixed scale of Correct & Smooth's correction (`P' = P + s E`), positive; unset
+    /// (default): autoscale, each row's correction as large (L1) as the mean training error.
+    pub correct_scale: Option<f64>,
 }
 
 impl Default for TrainingConfig {
@@ -250,6 +269,11 @@ impl Default for TrainingConfig {
             plot_dir: None,
             max_steps: None,
             label_smoothing: 0.0,
+            correct_smooth: false,
+            correct_alpha: 0.8,
+            smooth_alpha: 0.8,
+            correct_smooth_steps: 50,
+            correct_scale: None,
         }
     }
 }
@@ -375,6 +399,20 @@ impl TrainConfig {
         }
         if !probability(self.training.label_smoothing) {
             return invalid("training.label_smoothing", "must be in [0, 1)");
+        }
+        for (field, alpha) in [
+            ("training.correct_alpha", self.training.correct_alpha),
+            ("training.smooth_alpha", self.training.smooth_alpha),
+        ] {
+            if !(0.0..=1.0).contains(&alpha) {
+                return invalid(field, "must be in [0, 1]");
+            }
+        }
+        if self.training.correct_smooth_steps == 0 {
+            return invalid("training.correct_smooth_steps", "must be at least 1");
+        }
+        if self.training.correct_scale.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
+            return invalid("training.correct_scale", "must be a positive number (unset = autoscale)");
         }
         if !(self.data.ppr_alpha > 0.0 && self.data.ppr_alpha <= 1.0) {
             return invalid("data.ppr_alpha", "must be in (0, 1]");
@@ -613,5 +651,40 @@ mod tests {
         }
         let unknown = TrainConfig::from_toml_str("[data]\nfeature_propagation = \"sum\"\n");
         assert!(unknown.is_err_and(|e| e.contains("line 2")), "an unknown mode names its line");
+    }
+
+    #[test]
+    fn correct_and_smooth_reads_from_toml_and_bad_values_name_their_field() {
+        let text = "[training]\ncorrect_smooth = true\ncorrect_alpha = 1.0\nsmooth_alpha = 0.5\n\
+                    correct_smooth_steps = 10\ncorrect_scale = 2.0\n";
+        let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        let cs = crate::CorrectAndSmooth::from_config(&config.training);
+        assert_eq!(
+            cs,
+            Some(crate::CorrectAndSmooth { correct_alpha: 1.0, smooth_alpha: 0.5, steps: 10, scale: Some(2.0) })
+        );
+        assert_eq!(crate::CorrectAndSmooth::from_config(&TrainConfig::default().training), None);
+        for (refused, field) in [
+            ("correct_alpha = 1.1", "training.correct_alpha"),
+            ("correct_alpha = -0.1", "training.correct_alpha"),
+            ("correct_alpha = nan", "training.correct_alpha"),
+            ("smooth_alpha = 1.5", "training.smooth_alpha"),
+            ("smooth_alpha = -1.0", "training.smooth_alpha"),
+            ("correct_smooth_steps = 0", "training.correct_smooth_steps"),
+            ("correct_scale = 0.0", "training.correct_scale"),
+            ("correct_scale = -1.0", "training.correct_scale"),
+            ("correct_scale = inf", "training.correct_scale"),
+        ] {
+            let text = format!("[training]\ncorrect_smooth = true\n{refused}\n");
+            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            match config.validate() {
+                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
+        // the bounds are inclusive
+        let text = "[training]\ncorrect_alpha = 0.0\nsmooth_alpha = 1.0\ncorrect_smooth_steps = 1\n";
+        TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}")).validate().unwrap_or_else(|e| panic!("{e}"));
     }
 }

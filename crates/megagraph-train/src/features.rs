@@ -45,14 +45,14 @@ pub fn propagated_features(
 }
 
 /// `1 / sqrt(deg(v) + 1)` per node: the symmetric normalization of `A + I`.
-fn gcn_norm(graph: &Graph, num_nodes: usize) -> Vec<f32> {
+pub(crate) fn gcn_norm(graph: &Graph, num_nodes: usize) -> Vec<f32> {
     (0..num_nodes)
         .map(|v| 1.0 / ((graph.neighbors(v as u32).len() + 1) as f32).sqrt())
         .collect()
 }
 
 /// `Â Z` for `Â = D^-1/2 (A + I) D^-1/2` (`norm` from [`gcn_norm`]) and `Z` of `dim` columns.
-fn normalized_adjacency_times(graph: &Graph, norm: &[f32], previous: &[f32], dim: usize) -> Vec<f32> {
+pub(crate) fn normalized_adjacency_times(graph: &Graph, norm: &[f32], previous: &[f32], dim: usize) -> Vec<f32> {
     let mut next = vec![0.0f32; previous.len()];
     next.par_chunks_mut(dim.max(1)).enumerate().for_each(|(v, row)| {
         let self_weight = norm[v] * norm[v];

@@ -9,6 +9,7 @@ mod attention_schedule;
 mod beta;
 mod checkpoint;
 mod config;
+mod correct_smooth;
 mod curves;
 mod data;
 mod edge_paths;
@@ -42,6 +43,7 @@ pub use config::{
     TrainConfig,
     TrainingConfig,
 };
+pub use correct_smooth::{CorrectAndSmooth, training_labels};
 pub use curves::write_training_curves;
 pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole};
 pub use error::{Result, TrainError};

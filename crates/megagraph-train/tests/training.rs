@@ -3,7 +3,7 @@
 
 use burn::backend::{Autodiff, Flex};
 use megagraph_train::{
-    NodeClassificationTrainer, Quiet, SyntheticKind, TrainConfig, TrainError, TrainReport, prepare,
+    NodeClassificationTrainer, Quiet, SplitRole, SyntheticKind, TrainConfig, TrainError, TrainReport, prepare,
 };
 
 fn tiny_config() -> TrainConfig {
@@ -200,4 +200,51 @@ fn the_power_law_kind_trains_on_a_power_law_graph() {
     assert_eq!((parsed.synthetic.kind, parsed.synthetic.exponent), (SyntheticKind::PowerLaw, 2.1));
     assert_eq!(TrainConfig::default().synthetic.kind, SyntheticKind::Csbm);
     assert!(TrainConfig::from_toml_str("[synthetic]\nkind = \"powerlaw\"\n").is_err());
+}
+
+#[test]
+fn correct_and_smooth_picks_the_best_epoch_on_its_own_predictions_and_reads_no_test_labels() {
+    let mut config = tiny_config();
+    config.training.epochs = 4;
+    config.training.correct_smooth = true;
+    let _turn = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let device = Default::default();
+    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
+        .fit::<Autodiff<Flex>>(&device, &mut Quiet)
+        .expect("train");
+    let report = outcome.report;
+    let evaluate = |config: &TrainConfig, relabel: Option<SplitRole>| {
+        let mut data = prepare(config).expect("prepare");
+        let dataset = &mut data.dataset;
+        let nodes = match relabel {
+            Some(SplitRole::Valid) => dataset.split.valid.clone(),
+            Some(SplitRole::Test) => dataset.split.test.clone(),
+            _ => Vec::new(),
+        };
+        for v in nodes {
+            let label = &mut dataset.labels[v as usize];
+            *label = (*label + 1) % dataset.num_classes as i64;
+        }
+        let batches: Vec<Vec<usize>> = (0..data.num_sequences())
+            .collect::<Vec<_>>()
+            .chunks(config.training.batch_size)
+            .map(<[usize]>::to_vec)
+            .collect();
+        NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
+    };
+    let post_processed = evaluate(&config, None);
+    // the best epoch was chosen on the post-processed validation accuracy
+    assert_eq!(post_processed.valid, report.best_valid_accuracy);
+    assert_eq!(post_processed.test, report.test_accuracy);
+    let mut plain = config.clone();
+    plain.training.correct_smooth = false;
+    assert_ne!(evaluate(&plain, None), post_processed, "Correct & Smooth changed no prediction");
+    // other test labels move the test accuracy only, other validation labels the validation
+    // accuracy only: the predictions read neither
+    let test_relabelled = evaluate(&config, Some(SplitRole::Test));
+    assert_eq!((test_relabelled.train, test_relabelled.valid), (post_processed.train, post_processed.valid));
+    assert_ne!(test_relabelled.test, post_processed.test);
+    let valid_relabelled = evaluate(&config, Some(SplitRole::Valid));
+    assert_eq!((valid_relabelled.train, valid_relabelled.test), (post_processed.train, post_processed.test));
+    assert_ne!(valid_relabelled.valid, post_processed.valid);
 }

@@ -1,8 +1,11 @@
-//! The evaluation step of the training loop: accuracy on the train, valid and test nodes.
+//! The evaluation step of the training loop: accuracy on the train, valid and test nodes (of the
+//! model's predictions, or of their Correct & Smooth post-processing).
 
+use burn::tensor::activation::softmax;
 use megagraph_models::{GraphAttentionBackend, GraphTransformer};
 
 use super::NodeClassificationTrainer;
+use crate::correct_smooth::CorrectAndSmooth;
 use crate::data::{NodeBatch, SplitRole};
 use crate::engine::StepAttention;
 use crate::error::Result;
@@ -42,7 +45,9 @@ impl NodeClassificationTrainer<'_> {
             .unwrap_or_else(|_| unreachable!("full attention builds no edges and cannot fail"))
     }
 
-    /// [`evaluate`](Self::evaluate) with the attention core `attention`.
+    /// [`evaluate`](Self::evaluate) with the attention core `attention`. With
+    /// `[training] correct_smooth` the accuracies are those of the model's softmax predictions
+    /// after [`CorrectAndSmooth`] (which reads the training labels only).
     pub(super) fn evaluate_with<B: GraphAttentionBackend>(
         &self,
         model: &GraphTransformer<B>,
@@ -50,29 +55,53 @@ impl NodeClassificationTrainer<'_> {
         device: &B::Device,
         attention: &StepAttention,
     ) -> Result<SplitAccuracy> {
-        let mut correct = [0usize; 3];
-        let mut total = [0usize; 3];
+        let dataset = &self.data.dataset;
+        let (n, classes) = (dataset.num_nodes(), dataset.num_classes);
+        let correct_smooth = CorrectAndSmooth::from_config(&self.config.training);
+        // the model's probabilities of every node, `[N, C]`, when Correct & Smooth reads them
+        let mut probabilities = correct_smooth.map(|_| vec![0.0f32; n * classes]);
+        let mut predicted: Vec<Option<i64>> = vec![None; n];
         let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
         for (i, indices) in slices.iter().enumerate() {
             self.prefetch(&slices, i, RowLayout::SINGLE, |_| attention.reads_distances());
             let batch: NodeBatch<B> = attention.batch(&self.data, indices, device, None);
             let core = attention.core::<B>(&self.data, indices, device)?;
             let logits = step_logits(model, batch.graph, core.as_ref())?;
-            let predictions = logits.argmax(2).into_data();
-            let predictions = predictions.iter::<i64>();
-            for (node, predicted) in batch.nodes.iter().zip(predictions) {
-                let Some(node) = *node else { continue };
-                let label = self.data.dataset.labels[node as usize];
-                let slot = match self.data.role(node) {
-                    SplitRole::Train => 0,
-                    SplitRole::Valid => 1,
-                    SplitRole::Test => 2,
-                    SplitRole::None => continue,
-                };
-                if label >= 0 {
-                    total[slot] += 1;
-                    correct[slot] += usize::from(predicted == label);
+            let Some(probabilities) = probabilities.as_mut() else {
+                let predictions = logits.argmax(2).into_data();
+                for (node, class) in batch.nodes.iter().zip(predictions.iter::<i64>()) {
+                    if let Some(node) = *node {
+                        predicted[node as usize] = Some(class);
+                    }
                 }
+                continue;
+            };
+            let rows = softmax(logits, 2).into_data().iter::<f32>().collect::<Vec<_>>();
+            for (node, row) in batch.nodes.iter().zip(rows.chunks(classes.max(1))) {
+                if let Some(node) = *node {
+                    let node = node as usize;
+                    probabilities[node * classes..(node + 1) * classes].copy_from_slice(row);
+                }
+            }
+        }
+        if let (Some(correct_smooth), Some(probabilities)) = (correct_smooth, probabilities) {
+            for (slot, class) in predicted.iter_mut().zip(correct_smooth.predict(dataset, &probabilities)) {
+                *slot = Some(class as i64);
+            }
+        }
+        let mut correct = [0usize; 3];
+        let mut total = [0usize; 3];
+        for (node, (&label, predicted)) in dataset.labels.iter().zip(&predicted).enumerate() {
+            let Some(predicted) = *predicted else { continue };
+            let slot = match self.data.role(node as u32) {
+                SplitRole::Train => 0,
+                SplitRole::Valid => 1,
+                SplitRole::Test => 2,
+                SplitRole::None => continue,
+            };
+            if label >= 0 {
+                total[slot] += 1;
+                correct[slot] += usize::from(predicted == label);
             }
         }
         let ratio = |i: usize| {
