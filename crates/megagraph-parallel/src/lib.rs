@@ -63,7 +63,6 @@ pub use nodes::{NodeConfig, NodeError, Orchestrator, run_orchestrator};
 pub use stage::{StageModule, fresh_leaves, trainable};
 pub use trainer::{OptimizerRecord, ParallelTrainer, StepOutput, TrainerOptions};
 pub use ulysses::{Exchanged, UlyssesAttention, UlyssesBackend, UlyssesEndpoint, ulysses_attention};
-/// Test hooks (feature `testing`): a deliberate panic of one rank at one step.
-#[cfg(feature = "testing")]
+/// A deliberate panic of one rank at one step, for tests of failure handling.
 pub use trainer::InjectedFault;
 pub use worker::RankReport;
