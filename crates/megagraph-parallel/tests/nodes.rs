@@ -389,7 +389,7 @@ fn check_two_nodes(mesh: ParallelConfig) {
         LR,
         &optimizer(),
     );
-    // the in-process run is itself the single-device run (tests/equivalence.rs)
+    // the in-process run is itself the single-device run (tests/integration/equivalence.rs)
     let (diff, name) = max_difference(&reference, &parameters(&device_model));
     assert!(
         diff <= 1e-4,

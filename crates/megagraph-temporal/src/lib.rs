@@ -32,6 +32,14 @@ mod tensors;
 mod trainer;
 mod workers;
 
+/// Unit tests that draw from the backend's random generator take turns: it is one per process,
+/// and another test's draws between a seed and an initialization would change the parameters.
+#[cfg(test)]
+pub(crate) fn seeded_turn() -> std::sync::MutexGuard<'static, ()> {
+    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SEEDED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub use config::TemporalTrainConfig;
 pub use curves::write_temporal_curves;
 pub use dataset::{TemporalDataset, TemporalSource};

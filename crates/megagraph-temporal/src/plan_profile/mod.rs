@@ -192,6 +192,7 @@ mod tests {
     }
 
     fn measure(config: &TemporalTrainConfig, options: &TemporalProfileOptions) -> Result<TemporalProfile> {
+        let _turn = crate::seeded_turn();
         measure_temporal_profile::<Autodiff<Flex>>(config, &data(), options, "flex", &Default::default())
     }
 

@@ -11,9 +11,6 @@ use crate::observer::Quiet;
 use crate::report::TemporalReport;
 use crate::{TemporalDataset, TemporalScheme, TemporalSource, TemporalTrainConfig, TemporalTrainer};
 
-/// The backend's random generator is one per process: seeded runs take turns.
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn data() -> TemporalDataset {
     let source = TemporalSource::Synthetic(InteractionConfig {
         num_events: 600,
@@ -23,7 +20,7 @@ fn data() -> TemporalDataset {
 }
 
 fn run(data: &TemporalDataset, scheme: TemporalScheme, workers: usize, critical_path: bool, delay: u64) -> TemporalReport {
-    let _turn = SEEDED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _turn = crate::seeded_turn();
     let config = TemporalTrainConfig {
         model: TemporalPreset::Tgn,
         batch_size: 30,

@@ -1,0 +1,255 @@
+//! End-to-end training on small synthetic graphs: learning happens, runs are reproducible,
+//! checkpoints resume exactly, bad configurations are refused.
+
+use burn::backend::{Autodiff, Flex};
+use megagraph_train::{
+    NodeClassificationTrainer, Quiet, SplitRole, SyntheticKind, TrainConfig, TrainError, TrainReport, prepare,
+};
+
+fn tiny_config() -> TrainConfig {
+    let mut config = TrainConfig::default();
+    config.synthetic.nodes = 300;
+    config.synthetic.classes = 3;
+    config.synthetic.feature_dim = 16;
+    config.data.seq_len = 64;
+    config.training.epochs = 6;
+    config.training.batch_size = 2;
+    config.model.layers = Some(1);
+    config.model.heads = Some(2);
+    config.model.hidden = Some(16);
+    config.model.ffn_hidden = Some(16);
+    // Light regularization: these tests check learning and bookkeeping, not generalization.
+    config.model.dropout = 0.1;
+    config.model.input_dropout = 0.1;
+    config.optimizer.lr = 0.01;
+    config
+}
+
+fn run(config: &TrainConfig) -> TrainReport {
+    let _turn = crate::turn();
+    let data = prepare(config).expect("prepare");
+    NodeClassificationTrainer::new(config, data)
+        .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
+        .expect("train")
+        .report
+}
+
+fn without_times(mut report: TrainReport) -> TrainReport {
+    report.train_seconds = 0.0;
+    report.seconds_per_epoch = 0.0;
+    report.peak_rss_bytes = None;
+    report.rank_peak_bytes.clear();
+    report.partition_seconds = 0.0;
+    report.index_seconds = 0.0;
+    for m in &mut report.history {
+        m.seconds = 0.0;
+    }
+    report
+}
+
+#[test]
+fn learns_the_synthetic_graph_better_than_chance() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.training.epochs = 30;
+    let report = run(&config);
+    assert_eq!(report.epochs_run, 30);
+    let first = report.history[0].loss;
+    let last = report.history.last().unwrap().loss;
+    assert!(last < first, "loss did not decrease: {first} -> {last}");
+    assert!(report.test_accuracy > 0.6, "test accuracy {} (chance 0.33)", report.test_accuracy);
+    assert!(report.params > 0 && report.nodes == 300 && report.edges > 0);
+}
+
+#[test]
+fn the_same_seed_gives_identical_metrics() {
+    let _turn = crate::turn();
+    let config = tiny_config();
+    assert_eq!(without_times(run(&config)), without_times(run(&config)));
+}
+
+#[test]
+fn a_resumed_run_equals_an_uninterrupted_one() {
+    let _turn = crate::turn();
+    let dir = tempfile::tempdir().unwrap();
+    let full = run(&tiny_config());
+
+    let mut first_half = tiny_config();
+    first_half.training.checkpoint_dir = Some(dir.path().to_path_buf());
+    // Interrupted after 3 of 6 epochs (like a killed process), then resumed.
+    let data = prepare(&first_half).unwrap();
+    let turn = crate::turn();
+    let mut stop_after_three = StopAfter(3);
+    let interrupted = NodeClassificationTrainer::new(&first_half, data)
+        .fit::<Autodiff<Flex>>(&Default::default(), &mut stop_after_three);
+    drop(turn);
+    assert!(matches!(interrupted, Err(TrainError::Interrupted { epoch: 3 })), "{:?}", interrupted.err());
+
+    let mut resumed = first_half.clone();
+    resumed.training.resume = true;
+    let resumed = run(&resumed);
+    assert_eq!(without_times(resumed), without_times(full));
+}
+
+/// An observer that interrupts training after `.0` epochs.
+struct StopAfter(usize);
+
+impl megagraph_train::TrainObserver for StopAfter {
+    fn should_stop(&mut self, epoch: usize) -> bool {
+        epoch >= self.0
+    }
+}
+
+#[test]
+fn resume_with_another_configuration_is_refused() {
+    let _turn = crate::turn();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny_config();
+    config.training.checkpoint_dir = Some(dir.path().to_path_buf());
+    config.training.epochs = 1;
+    run(&config);
+    config.training.resume = true;
+    config.model.hidden = Some(32);
+    let data = prepare(&config).unwrap();
+    let _turn = crate::turn();
+    let err = NodeClassificationTrainer::new(&config, data)
+        .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
+        .err()
+        .expect("a different configuration must not resume");
+    assert!(matches!(err, TrainError::Checkpoint { .. }), "{err}");
+}
+
+/// A field's name and a change that makes it invalid.
+type InvalidField = (&'static str, fn(&mut TrainConfig));
+
+#[test]
+fn invalid_configurations_name_the_field() {
+    let _turn = crate::turn();
+    let cases: [InvalidField; 10] = [
+        ("model.dropout", |c| c.model.dropout = 1.5),
+        ("training.max_steps", |c| c.training.max_steps = Some(0)),
+        ("synthetic.nodes", |c| c.synthetic.nodes = 0),
+        ("synthetic.classes", |c| c.synthetic.classes = 0),
+        ("synthetic.avg_degree", |c| c.synthetic.avg_degree = 300.0),
+        ("synthetic.avg_degree", |c| {
+            c.synthetic.kind = SyntheticKind::PowerLaw;
+            c.synthetic.avg_degree = f64::NAN;
+        }),
+        ("synthetic.exponent", |c| {
+            c.synthetic.kind = SyntheticKind::PowerLaw;
+            c.synthetic.exponent = 1.0;
+        }),
+        ("data.seq_len", |c| c.data.seq_len = 1),
+        ("training.epochs", |c| c.training.epochs = 0),
+        ("model.hidden", |c| {
+            c.model.hidden = Some(30);
+            c.model.heads = Some(4);
+        }),
+    ];
+    for (field, mutate) in cases {
+        let mut config = tiny_config();
+        mutate(&mut config);
+        match prepare(&config) {
+            Err(TrainError::InvalidConfig { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: expected InvalidConfig, got {:?}", other.err()),
+        }
+    }
+}
+
+#[test]
+fn config_files_report_the_line_of_an_error() {
+    let _turn = crate::turn();
+    let err = TrainConfig::from_toml_str("[data]\nseq_len = 64\n\n[model]\nlayers = \"two\"\n").unwrap_err();
+    assert!(err.contains("line 5"), "{err}");
+    let err = TrainConfig::from_toml_str("[training]\nepoch = 3\n").unwrap_err();
+    assert!(err.contains("line 2") && err.contains("epoch"), "{err}");
+    let parsed = TrainConfig::from_toml_str("[training]\nepochs = 3\n[model]\npreset = \"paper\"\n").unwrap();
+    assert_eq!(parsed.training.epochs, 3);
+    assert_eq!(parsed.model_config(None, 10, 2).num_layers, 16);
+    let err = TrainConfig::from_toml_str("[model]\npreset = \"huge\"\n").unwrap_err();
+    assert!(err.contains("line 2") && err.contains("small") && err.contains("paper"), "{err}");
+}
+
+#[test]
+fn max_steps_stops_after_that_many_steps_across_epochs() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    // 300 nodes / seq_len 64 = 5 sequences, batch 2: 3 steps per epoch.
+    config.training.max_steps = Some(1);
+    let one = run(&config);
+    assert_eq!((one.steps, one.epochs_run, one.history.len()), (1, 1, 1), "{}", one.stopped);
+    assert!(one.stopped.contains("max_steps"), "{}", one.stopped);
+    config.training.max_steps = Some(4);
+    let four = run(&config);
+    assert_eq!((four.steps, four.epochs_run), (4, 2), "{}", four.stopped);
+    config.training.max_steps = None;
+    let all = run(&config);
+    assert_eq!((all.steps, all.epochs_run), (18, 6));
+}
+
+#[test]
+fn the_power_law_kind_trains_on_a_power_law_graph() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.synthetic.kind = SyntheticKind::PowerLaw;
+    config.synthetic.avg_degree = 6.0;
+    config.training.epochs = 2;
+    let data = prepare(&config).expect("prepare");
+    let ds = &data.dataset;
+    assert_eq!((ds.name.as_str(), ds.num_nodes(), ds.num_classes), ("power_law", 300, 3));
+    assert_eq!(*ds.graph, config.synthetic.power_law().generate().expect("power law"));
+    let report = run(&config);
+    assert_eq!((report.dataset.as_str(), report.epochs_run), ("power_law", 2));
+    let parsed = TrainConfig::from_toml_str("[synthetic]\nkind = \"power_law\"\nexponent = 2.1\n").unwrap();
+    assert_eq!((parsed.synthetic.kind, parsed.synthetic.exponent), (SyntheticKind::PowerLaw, 2.1));
+    assert_eq!(TrainConfig::default().synthetic.kind, SyntheticKind::Csbm);
+    assert!(TrainConfig::from_toml_str("[synthetic]\nkind = \"powerlaw\"\n").is_err());
+}
+
+#[test]
+fn correct_and_smooth_picks_the_best_epoch_on_its_own_predictions_and_reads_no_test_labels() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.training.epochs = 4;
+    config.training.correct_smooth = true;
+    let _turn = crate::turn();
+    let device = Default::default();
+    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
+        .fit::<Autodiff<Flex>>(&device, &mut Quiet)
+        .expect("train");
+    let report = outcome.report;
+    let evaluate = |config: &TrainConfig, relabel: Option<SplitRole>| {
+        let mut data = prepare(config).expect("prepare");
+        let dataset = &mut data.dataset;
+        let nodes = match relabel {
+            Some(SplitRole::Valid) => dataset.split.valid.clone(),
+            Some(SplitRole::Test) => dataset.split.test.clone(),
+            _ => Vec::new(),
+        };
+        for v in nodes {
+            let label = &mut dataset.labels[v as usize];
+            *label = (*label + 1) % dataset.num_classes as i64;
+        }
+        let batches: Vec<Vec<usize>> = (0..data.num_sequences())
+            .collect::<Vec<_>>()
+            .chunks(config.training.batch_size)
+            .map(<[usize]>::to_vec)
+            .collect();
+        NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
+    };
+    let post_processed = evaluate(&config, None);
+    // the best epoch was chosen on the post-processed validation accuracy
+    assert_eq!(post_processed.valid, report.best_valid_accuracy);
+    assert_eq!(post_processed.test, report.test_accuracy);
+    let mut plain = config.clone();
+    plain.training.correct_smooth = false;
+    assert_ne!(evaluate(&plain, None), post_processed, "Correct & Smooth changed no prediction");
+    // other test labels move the test accuracy only, other validation labels the validation
+    // accuracy only: the predictions read neither
+    let test_relabelled = evaluate(&config, Some(SplitRole::Test));
+    assert_eq!((test_relabelled.train, test_relabelled.valid), (post_processed.train, post_processed.valid));
+    assert_ne!(test_relabelled.test, post_processed.test);
+    let valid_relabelled = evaluate(&config, Some(SplitRole::Valid));
+    assert_eq!((valid_relabelled.train, valid_relabelled.test), (post_processed.train, post_processed.test));
+    assert_ne!(valid_relabelled.valid, post_processed.valid);
+}
