@@ -1,4 +1,6 @@
-//! megagraph-kernels' integration tests on the CPU: the reference op against a float64 reference (forward, gradients, merge, half precision, sparse edges, errors) and the fused CPU path (the wgpu tests are their own binaries, `cube_wgpu`, `fusion_wgpu`, `split_k_wgpu`, `cube_timing`).
+//! megagraph-kernels' integration tests on the CPU: the reference op against a float64 reference
+//! (forward, gradients, merge, half precision, sparse edges, errors) and the fused CPU path (the
+//! wgpu tests are their own binaries, `cube_wgpu`, `fusion_wgpu`, `split_k_wgpu`, `cube_timing`).
 //!
 //! One test binary for all of them: each binary links and instantiates the whole stack again for
 //! its backends, so separate files cost minutes of build apiece.
@@ -13,6 +15,7 @@ mod half_precision;
 mod merge;
 mod sparse_edge;
 
+#[path = "../../../tests/support/turn.rs"]
 mod turn;
 
 use turn::turn;

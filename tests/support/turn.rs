@@ -1,4 +1,5 @@
-//! The tests take turns.
+//! The tests of one integration-test binary take turns (each crate's `tests/integration/main.rs`
+//! includes this file).
 //!
 //! Burn's random state (parameter initialization, dropout) is one per backend and process: a test
 //! drawing from it between another test's seed and initialization would change that test's
