@@ -274,9 +274,9 @@ mod tests {
     use super::*;
     use burn::backend::Flex;
 
-    #[test]
-    fn synthetic_batches_have_the_shape_and_weights() {
-        let shape = ModelShape {
+    /// A one-layer model with `edge_feature_dim` edge features (0: no edge encoding).
+    fn shape(edge_feature_dim: usize) -> ModelShape {
+        ModelShape {
             layers: 1,
             heads: 2,
             hidden: 8,
@@ -286,8 +286,13 @@ mod tests {
             distance_buckets: 4,
             degree_buckets: 7,
             key_tile: 4,
-            edge_feature_dim: 0,
-        };
+            edge_feature_dim,
+        }
+    }
+
+    #[test]
+    fn synthetic_batches_have_the_shape_and_weights() {
+        let shape = shape(0);
         let source = SyntheticSource::new(&shape, 6, 1);
         let batch: TrainBatch<Flex> = source.batch(&[0, 1], &Default::default()).unwrap();
         assert_eq!(batch.graph.distance.dims(), [2, 6, 6]);
@@ -331,18 +336,7 @@ mod tests {
 
     #[test]
     fn a_ring_block_carries_the_edge_paths_of_its_rows() {
-        let shape = ModelShape {
-            layers: 1,
-            heads: 2,
-            hidden: 8,
-            ffn_hidden: 8,
-            feature_dim: 3,
-            num_classes: 5,
-            distance_buckets: 4,
-            degree_buckets: 7,
-            key_tile: 4,
-            edge_feature_dim: 3,
-        };
+        let shape = shape(3);
         let source = SyntheticSource::new(&shape, 6, 1);
         let whole: TrainBatch<Flex> = source.batch(&[0, 1], &Default::default()).unwrap();
         for position in 0..3 {

@@ -160,7 +160,7 @@ fn measured_profile_is_sane_and_plans_validate_end_to_end() {
     ] {
         for pair in samples.windows(2) {
             assert!(pair[1].saved_bytes + BOOKKEEPING > pair[0].saved_bytes, "{pair:?}");
-            assert!(pair[1].peak_bytes > pair[0].peak_bytes, "{pair:?}");
+            assert!(pair[1].peak_bytes + BOOKKEEPING > pair[0].peak_bytes, "{pair:?}");
         }
         let (first, last) = (samples[0], samples[samples.len() - 1]);
         assert!(last.saved_bytes > first.saved_bytes + BOOKKEEPING, "{first:?} {last:?}");

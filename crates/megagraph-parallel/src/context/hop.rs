@@ -33,8 +33,9 @@ pub(super) fn hop_inputs<B: Backend>(
             column_offset: block.owner * block_len,
         }),
         dense: local.dense.as_ref().map(|dense| {
-            let [batch, heads, rows, _] = float::<B, 4>(dense.clone()).dims();
-            primitive(float::<B, 4>(dense.clone()).slice([0..batch, 0..heads, 0..rows, columns.clone()]))
+            let dense = float::<B, 4>(dense.clone());
+            let [batch, heads, rows, _] = dense.dims();
+            primitive(dense.slice([0..batch, 0..heads, 0..rows, columns.clone()]))
         }),
         key_padding_mask: block.mask.clone(),
         scale: local.scale,

@@ -9,21 +9,10 @@ use megagraph_train::{
 };
 
 fn tiny_config(mode: AttentionMode) -> TrainConfig {
-    let mut config = TrainConfig::default();
-    config.synthetic.nodes = 300;
-    config.synthetic.classes = 3;
-    config.synthetic.feature_dim = 16;
+    let mut config = crate::fixtures::tiny_config();
     // 5 sequences of at most 64 nodes, 2 per step: 3 steps per epoch
-    config.data.seq_len = 64;
     config.training.epochs = 4;
     config.training.batch_size = 2;
-    config.model.layers = Some(1);
-    config.model.heads = Some(2);
-    config.model.hidden = Some(16);
-    config.model.ffn_hidden = Some(16);
-    config.model.dropout = 0.0;
-    config.model.input_dropout = 0.0;
-    config.model.key_dropout = 0.0;
     config.optimizer.lr = 0.01;
     config.optimizer.warmup_epochs = 1;
     config.attention.mode = mode;

@@ -26,22 +26,6 @@ use megagraph_train::{
 type B = Autodiff<Flex>;
 type Inner = Flex;
 
-fn tiny_config() -> TrainConfig {
-    let mut config = TrainConfig::default();
-    config.synthetic.nodes = 300;
-    config.synthetic.classes = 3;
-    config.synthetic.feature_dim = 16;
-    config.data.seq_len = 64;
-    config.model.layers = Some(1);
-    config.model.heads = Some(2);
-    config.model.hidden = Some(16);
-    config.model.ffn_hidden = Some(16);
-    config.model.dropout = 0.0;
-    config.model.input_dropout = 0.0;
-    config.model.key_dropout = 0.0;
-    config
-}
-
 struct Setup {
     config: TrainConfig,
     data: Arc<SequenceDataset>,
@@ -145,7 +129,7 @@ fn parameters(model: &GraphTransformer<Inner>) -> Vec<f32> {
 fn learns_the_synthetic_graph_with_burn_metrics() {
     let _turn = crate::turn();
     let _turn = crate::turn();
-    let mut config = tiny_config();
+    let mut config = crate::fixtures::tiny_config();
     config.model.dropout = 0.1;
     let setup = Setup::new(config);
     let dir = tempfile::tempdir().unwrap();
@@ -169,7 +153,7 @@ fn learns_the_synthetic_graph_with_burn_metrics() {
 fn early_stopping_ends_a_run_that_stopped_improving() {
     let _turn = crate::turn();
     let _turn = crate::turn();
-    let setup = Setup::new(tiny_config());
+    let setup = Setup::new(crate::fixtures::tiny_config());
     let dir = tempfile::tempdir().unwrap();
     // A learning rate of 1e-30 leaves every f32 parameter (and so the validation loss) unchanged.
     let stop = MetricEarlyStoppingStrategy::new(
@@ -192,7 +176,7 @@ fn early_stopping_ends_a_run_that_stopped_improving() {
 fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
     let _turn = crate::turn();
     let _turn = crate::turn();
-    let setup = Setup::new(tiny_config());
+    let setup = Setup::new(crate::fixtures::tiny_config());
     let strategy = || single_device().into_strategy();
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
 
@@ -226,7 +210,7 @@ fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
 fn single_device_equals_burns_default_strategy() {
     let _turn = crate::turn();
     let _turn = crate::turn();
-    let setup = Setup::new(tiny_config());
+    let setup = Setup::new(crate::fixtures::tiny_config());
     let ours_dir = tempfile::tempdir().unwrap();
     let ours = setup
         .training(ours_dir.path(), Some(5))
@@ -260,7 +244,7 @@ fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
 /// The tiny model with 2 layers over sequences of 50 nodes: 6 training sequences, so that
 /// steps of 2 fit a 2-rank mesh.
 fn mesh_setup() -> Setup {
-    let mut config = tiny_config();
+    let mut config = crate::fixtures::tiny_config();
     config.model.layers = Some(2);
     config.data.seq_len = 50;
     Setup::new(config)
@@ -414,7 +398,7 @@ fn learner_history(setup: &Setup, trainer: MegaGraphTrainer<B>, epochs: usize) -
 fn learner_equals_the_command_line_loop(graph_token: bool) -> megagraph_train::AttentionConfig {
     use megagraph_train::{AttentionMode, Quiet};
     let epochs = 3;
-    let mut config = tiny_config();
+    let mut config = crate::fixtures::tiny_config();
     config.attention.mode = AttentionMode::Sparse;
     config.model.graph_token = graph_token;
     config.training.epochs = epochs;
@@ -498,7 +482,7 @@ fn label_smoothing_reaches_the_learner_the_command_line_loop_and_the_mesh() {
     let _turn = crate::turn();
     let _turn = crate::turn();
     let epochs = 2;
-    let mut config = tiny_config();
+    let mut config = crate::fixtures::tiny_config();
     config.training.epochs = epochs;
     config.training.batch_size = 16;
     config.optimizer.lr = 0.01;
@@ -535,7 +519,7 @@ fn check_refuses_reformation_on_sequences_not_reordered() {
     let _turn = crate::turn();
     use megagraph_train::{AttentionMode, TrainError};
     let _turn = crate::turn();
-    let mut config = tiny_config();
+    let mut config = crate::fixtures::tiny_config();
     config.attention.mode = AttentionMode::Sparse;
     let unordered = Setup::new(config.clone());
     config.attention.reorder = true;

@@ -6,6 +6,7 @@
 
 mod attention_modes;
 mod blocks;
+mod fixtures;
 mod learner;
 mod mesh;
 mod training;

@@ -7,20 +7,13 @@ use megagraph_train::{
 };
 
 fn tiny_config() -> TrainConfig {
-    let mut config = TrainConfig::default();
-    config.synthetic.nodes = 300;
-    config.synthetic.classes = 3;
-    config.synthetic.feature_dim = 16;
-    config.data.seq_len = 64;
+    let mut config = crate::fixtures::tiny_config();
     config.training.epochs = 6;
     config.training.batch_size = 2;
-    config.model.layers = Some(1);
-    config.model.heads = Some(2);
-    config.model.hidden = Some(16);
-    config.model.ffn_hidden = Some(16);
     // Light regularization: these tests check learning and bookkeeping, not generalization.
     config.model.dropout = 0.1;
     config.model.input_dropout = 0.1;
+    config.model.key_dropout = TrainConfig::default().model.key_dropout;
     config.optimizer.lr = 0.01;
     config
 }
