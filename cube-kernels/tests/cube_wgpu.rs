@@ -58,6 +58,7 @@ fn compare_with_block(
 
 #[test]
 fn wgpu_kernels_match_flex_reference() {
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("wgpu_kernels_match_flex_reference");
     // everything: distance, dense, padding, a fully masked batch element, column offset
     let all = Case::random(
@@ -107,6 +108,7 @@ fn wgpu_kernels_match_flex_reference() {
 /// tails, each with another mix of features.
 #[test]
 fn wgpu_kernels_match_flex_reference_per_head_dim() {
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("wgpu_kernels_match_flex_reference_per_head_dim");
     let cases = [
         // head_dim, q_len, k_len, column offset, distance, dense, mask, all-masked batch
@@ -145,6 +147,7 @@ fn wgpu_kernels_match_flex_reference_per_head_dim() {
 /// chunks) and a block size that picks the smallest key tile.
 #[test]
 fn wgpu_table_gradient_with_many_buckets() {
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("wgpu_table_gradient_with_many_buckets");
     let case = Case::random(
         &mut rng,
@@ -171,6 +174,7 @@ fn wgpu_table_gradient_with_many_buckets() {
 /// All keys of every batch element masked: zero outputs and gradients, `-inf` lse, no NaN.
 #[test]
 fn wgpu_all_masked_rows_give_no_nan() {
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("wgpu_all_masked_rows_give_no_nan");
     let mut case = Case::random(
         &mut rng,
@@ -208,6 +212,7 @@ fn wgpu_all_masked_rows_give_no_nan() {
 
 #[test]
 fn wgpu_index_dtype_is_supported() {
+    let _turn = common::wgpu_turn();
     let device = device();
     let index = megagraph_kernels::DistanceBias::<Wgpu>::index_from_u8(
         vec![1, 2, 3, 4],
@@ -226,6 +231,7 @@ fn wgpu_index_dtype_is_supported() {
 
 #[test]
 fn burn_wgpu_alias_is_a_graph_attention_backend() {
+    let _turn = common::wgpu_turn();
     // With Burn's default features `burn::backend::Wgpu` is `Fusion<CubeBackend>`, which runs the
     // kernels of its inner `CubeBackend` (tests/fusion_wgpu.rs); the plain `CubeBackend` (the
     // `Wgpu` alias above) launches them directly.

@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::sync::Mutex;
-
 use burn::backend::wgpu::WgpuDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
@@ -27,10 +25,6 @@ type Fused = burn::backend::Wgpu;
 
 const TOL: f64 = 1e-5;
 const BLOCK_SIZE: usize = 16;
-
-/// The tests take turns: CubeCL's autotuners of two tests on the same wgpu device can wait on
-/// each other when they tune at the same time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn device() -> WgpuDevice {
     common::wgpu_device()
@@ -108,9 +102,7 @@ fn case(rng: &mut ChaCha8Rng, features: Features) -> Case {
 
 #[test]
 fn fused_wgpu_runs_the_kernels_with_every_input() {
-    let _turn = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("fused_wgpu_runs_the_kernels_with_every_input");
     let all = Features {
         distance: true,
@@ -135,9 +127,7 @@ fn fused_wgpu_runs_the_kernels_with_every_input() {
 
 #[test]
 fn fused_wgpu_runs_the_kernels_without_optional_inputs() {
-    let _turn = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("fused_wgpu_runs_the_kernels_without_optional_inputs");
     let features = |distance, dense, mask, all_masked_batch| Features {
         distance,
@@ -168,9 +158,7 @@ fn fused_wgpu_runs_the_kernels_without_optional_inputs() {
 /// twice, then read-write).
 #[test]
 fn fused_wgpu_takes_one_tensor_as_several_inputs() {
-    let _turn = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("fused_wgpu_takes_one_tensor_as_several_inputs");
     let shape = [1, 2, 29, 8];
     let x = uniform(&mut rng, shape.iter().product(), 1.0);

@@ -41,6 +41,7 @@ fn forward(case: &Case, block_size: usize) -> (Vec<f64>, Vec<f64>) {
 
 #[test]
 fn split_k_forward_matches_float64() {
+    let _turn = common::wgpu_turn();
     let (mut rng, seed) = seeded_rng("split_k_forward_matches_float64");
     let cases = [
         // batch, heads, q_len, k_len, head_dim, column offset, dense, all-masked batch

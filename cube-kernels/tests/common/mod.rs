@@ -35,6 +35,15 @@ pub fn wgpu_device() -> burn::backend::wgpu::WgpuDevice {
     WgpuDevice::Cpu
 }
 
+/// The wgpu tests of a process take turns on the device: on OpenGL, wgpu-hal gives up on its
+/// adapter context after a second ("Could not lock adapter context"), and two tests autotuning at
+/// once can keep it that long. Hold the guard for the whole test.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A seeded generator. The seed comes from `MEGAGRAPH_TEST_SEED` when set (to replay a failure),
 /// otherwise from the system generator; it is printed so a failing run shows it.
 pub fn seeded_rng(test: &str) -> (ChaCha8Rng, u64) {
