@@ -20,10 +20,6 @@ const SEQUENCES: usize = 36;
 const PER_STEP: usize = 12;
 const LR: f64 = 1e-2;
 
-fn turn() -> crate::turn::Turn {
-    crate::turn()
-}
-
 /// The tests' tiny model with 4 heads (so 2 and 4 context ranks divide them).
 fn model(seed: u64) -> GraphTransformer<Inner> {
     let device = Default::default();
@@ -90,7 +86,6 @@ fn check(pp: usize, cp: usize, dp: usize, micro_batches: usize, stage_layers: &[
 #[test]
 fn ulysses_meshes_match_one_device() {
     let _turn = crate::turn();
-    let _turn = turn();
     check(1, 2, 1, 1, &[4]);
     check(1, 4, 1, 1, &[4]);
     check(2, 2, 1, 2, &[1, 3]);
@@ -102,7 +97,6 @@ fn ulysses_meshes_match_one_device() {
 #[test]
 fn heads_that_do_not_divide_by_cp_are_refused_before_the_mesh_starts() {
     let _turn = crate::turn();
-    let _turn = turn();
     let config = ParallelConfig {
         pp: 1,
         cp: 3,
