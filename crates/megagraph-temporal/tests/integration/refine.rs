@@ -27,7 +27,6 @@ fn valid_ap(
     batch_size: usize,
     refine: usize,
 ) -> f64 {
-    let _turn = crate::turn();
     let config = TemporalTrainConfig {
         model,
         batch_size,

@@ -11,10 +11,6 @@ use megagraph_temporal::{
 
 type B = Autodiff<Flex>;
 
-fn seeded() -> crate::turn::Turn {
-    crate::turn()
-}
-
 /// Stops the run after `after` training batches (counted over all epochs).
 struct StopAfter {
     after: usize,
@@ -82,7 +78,6 @@ fn outcome(report: &TemporalReport) -> String {
 #[test]
 fn a_run_killed_mid_epoch_and_resumed_equals_the_uninterrupted_run() {
     let _turn = crate::turn();
-    let _turn = seeded();
     let data = data();
     let device = Default::default();
     // 7 training batches per epoch: stop in the middle of the second epoch
@@ -109,7 +104,6 @@ fn a_run_killed_mid_epoch_and_resumed_equals_the_uninterrupted_run() {
 #[test]
 fn a_checkpoint_of_another_configuration_is_refused() {
     let _turn = crate::turn();
-    let _turn = seeded();
     let data = data();
     let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
     let mut config = config(TemporalPreset::Jodie, dir.path());
@@ -132,7 +126,6 @@ fn a_checkpoint_of_another_configuration_is_refused() {
 #[test]
 fn a_multi_worker_run_killed_and_resumed_equals_the_uninterrupted_run() {
     let _turn = crate::turn();
-    let _turn = seeded();
     let data = data();
     let device = Default::default();
     for scheme in [TemporalScheme::Depbloom, TemporalScheme::Minibatch] {

@@ -56,7 +56,6 @@ fn parameters<M: Module<Flex>>(module: &M) -> Vec<f32> {
 
 /// The report and the last epoch's parameters (read back from its checkpoint).
 fn run(data: &TemporalDataset, config: &TemporalTrainConfig) -> (TemporalReport, Vec<f32>) {
-    let _turn = crate::turn();
     let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
     let config = TemporalTrainConfig {
         checkpoint_dir: Some(dir.path().to_path_buf()),

@@ -30,7 +30,6 @@ impl TrainObserver for FullSteps {
 }
 
 fn run(config: &TrainConfig) -> (TrainReport, Vec<Vec<usize>>) {
-    let _turn = crate::turn();
     let data = prepare(config).expect("prepare");
     let mut observer = FullSteps::default();
     let outcome = NodeClassificationTrainer::new(config, data)
@@ -144,7 +143,6 @@ fn sparse_attention_on_a_mesh_is_a_typed_error() {
     let mut config = tiny_config(AttentionMode::Sparse);
     config.mesh = MeshConfig::new(1, 2, 1, 1);
     let data = prepare(&config).expect("prepare");
-    let _turn = crate::turn();
     let error = NodeClassificationTrainer::new(&config, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
         .err();
@@ -162,7 +160,6 @@ fn sparse_attention_on_a_mesh_is_a_typed_error() {
 
 /// The distance rows a run of `config` builds (training and evaluation), and its report.
 fn rows_built(config: &TrainConfig) -> (u64, TrainReport) {
-    let _turn = crate::turn();
     let data = std::sync::Arc::new(prepare(config).expect("prepare"));
     let before = data.index_rows_built();
     let outcome = NodeClassificationTrainer::new(config, data.clone())
@@ -281,7 +278,6 @@ impl TrainObserver for Betas {
 /// `10^-e` seconds on `β`'s clock: steps ever faster, so the loss-decrease rate rises and `β`
 /// steps up from epoch 9 on. The report (`None` when interrupted) and the `β`s chosen.
 fn run_tuned(config: &TrainConfig, stop_after: Option<usize>) -> (Option<TrainReport>, Vec<(usize, f64)>) {
-    let _turn = crate::turn();
     let data = prepare(config).expect("prepare");
     let mut betas = Betas {
         chosen: Vec::new(),

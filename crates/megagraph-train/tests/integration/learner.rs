@@ -128,7 +128,6 @@ fn parameters(model: &GraphTransformer<Inner>) -> Vec<f32> {
 #[test]
 fn learns_the_synthetic_graph_with_burn_metrics() {
     let _turn = crate::turn();
-    let _turn = crate::turn();
     let mut config = crate::fixtures::tiny_config();
     config.model.dropout = 0.1;
     let setup = Setup::new(config);
@@ -152,7 +151,6 @@ fn learns_the_synthetic_graph_with_burn_metrics() {
 #[test]
 fn early_stopping_ends_a_run_that_stopped_improving() {
     let _turn = crate::turn();
-    let _turn = crate::turn();
     let setup = Setup::new(crate::fixtures::tiny_config());
     let dir = tempfile::tempdir().unwrap();
     // A learning rate of 1e-30 leaves every f32 parameter (and so the validation loss) unchanged.
@@ -174,7 +172,6 @@ fn early_stopping_ends_a_run_that_stopped_improving() {
 
 #[test]
 fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
-    let _turn = crate::turn();
     let _turn = crate::turn();
     let setup = Setup::new(crate::fixtures::tiny_config());
     let strategy = || single_device().into_strategy();
@@ -208,7 +205,6 @@ fn a_run_resumed_from_burn_checkpoints_equals_an_uninterrupted_one() {
 
 #[test]
 fn single_device_equals_burns_default_strategy() {
-    let _turn = crate::turn();
     let _turn = crate::turn();
     let setup = Setup::new(crate::fixtures::tiny_config());
     let ours_dir = tempfile::tempdir().unwrap();
@@ -254,7 +250,6 @@ fn mesh_setup() -> Setup {
 fn a_parallel_mesh_trains_like_one_device() {
     let _turn = crate::turn();
     use megagraph_parallel::ParallelConfig;
-    let _turn = crate::turn();
     let setup = mesh_setup();
     // 6 training sequences in steps of 2: every step fits dp x micro_batches = 2.
     assert_eq!(SplitSequences::new(setup.data.clone(), SplitRole::Train).indices().len(), 6);
@@ -309,7 +304,6 @@ fn a_parallel_mesh_trains_like_one_device() {
 fn a_mesh_run_resumed_with_its_optimizer_state_equals_an_uninterrupted_one() {
     let _turn = crate::turn();
     use megagraph_parallel::ParallelConfig;
-    let _turn = crate::turn();
     let setup = mesh_setup();
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let mesh = ParallelConfig::uniform(1, 1, 2, 1, 2).unwrap();
@@ -442,7 +436,6 @@ fn learner_equals_the_command_line_loop(graph_token: bool) -> megagraph_train::A
 fn sparse_attention_through_the_learner_equals_the_command_line_loop() {
     let _turn = crate::turn();
     use megagraph_train::TrainError;
-    let _turn = crate::turn();
     let attention = learner_equals_the_command_line_loop(false);
     // a model with the graph token: both paths join it to every node in their sparse steps
     learner_equals_the_command_line_loop(true);
@@ -479,7 +472,6 @@ fn command_line_losses(config: &TrainConfig, mesh: bool) -> Vec<f64> {
 
 #[test]
 fn label_smoothing_reaches_the_learner_the_command_line_loop_and_the_mesh() {
-    let _turn = crate::turn();
     let _turn = crate::turn();
     let epochs = 2;
     let mut config = crate::fixtures::tiny_config();
@@ -518,7 +510,6 @@ fn label_smoothing_reaches_the_learner_the_command_line_loop_and_the_mesh() {
 fn check_refuses_reformation_on_sequences_not_reordered() {
     let _turn = crate::turn();
     use megagraph_train::{AttentionMode, TrainError};
-    let _turn = crate::turn();
     let mut config = crate::fixtures::tiny_config();
     config.attention.mode = AttentionMode::Sparse;
     let unordered = Setup::new(config.clone());

@@ -35,7 +35,6 @@ fn config() -> TrainConfig {
 }
 
 fn fit(config: &TrainConfig, data: &Arc<SequenceDataset>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {
-    let _turn = crate::turn();
     NodeClassificationTrainer::new(config, data.clone())
         .fit::<B>(&Default::default(), observer)
         .map(|outcome| outcome.report)

@@ -19,7 +19,6 @@ fn tiny_config() -> TrainConfig {
 }
 
 fn run(config: &TrainConfig) -> TrainReport {
-    let _turn = crate::turn();
     let data = prepare(config).expect("prepare");
     NodeClassificationTrainer::new(config, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
@@ -71,11 +70,9 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     first_half.training.checkpoint_dir = Some(dir.path().to_path_buf());
     // Interrupted after 3 of 6 epochs (like a killed process), then resumed.
     let data = prepare(&first_half).unwrap();
-    let turn = crate::turn();
     let mut stop_after_three = StopAfter(3);
     let interrupted = NodeClassificationTrainer::new(&first_half, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut stop_after_three);
-    drop(turn);
     assert!(matches!(interrupted, Err(TrainError::Interrupted { epoch: 3 })), "{:?}", interrupted.err());
 
     let mut resumed = first_half.clone();
@@ -104,7 +101,6 @@ fn resume_with_another_configuration_is_refused() {
     config.training.resume = true;
     config.model.hidden = Some(32);
     let data = prepare(&config).unwrap();
-    let _turn = crate::turn();
     let err = NodeClassificationTrainer::new(&config, data)
         .fit::<Autodiff<Flex>>(&Default::default(), &mut Quiet)
         .err()
@@ -205,7 +201,6 @@ fn correct_and_smooth_picks_the_best_epoch_on_its_own_predictions_and_reads_no_t
     let mut config = tiny_config();
     config.training.epochs = 4;
     config.training.correct_smooth = true;
-    let _turn = crate::turn();
     let device = Default::default();
     let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
         .fit::<Autodiff<Flex>>(&device, &mut Quiet)
