@@ -1,5 +1,7 @@
 //! A [`PreparedBatch`] as the tensors a [`TemporalModel`] reads.
 
+use std::collections::HashMap;
+
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
 use megagraph_graph::temporal::EventStream;
 use megagraph_models::temporal::{
@@ -89,7 +91,31 @@ impl<B: Backend> BatchTensors<'_, B> {
         (times, self.edge_features(&ids, &mask))
     }
 
+    /// The level of rows `ids` read at `times`, one stored row per distinct `(id, time)` pair
+    /// ([`NodeRows::expand`] maps the level's rows to them): the model then updates the memory
+    /// of a node read twice at one time once. Sampled neighbourhoods repeat such pairs often
+    /// (a root's recent neighbours are often one partner, and an event's roots share their
+    /// neighbours); on CollegeMsg a batch of 600 events reads about 8,000 distinct pairs in
+    /// 19,800 rows.
     fn rows(
+        &self,
+        ids: &[u32],
+        times: &[f64],
+        model: &TemporalModel<B>,
+        state: Option<&NodeState<B>>,
+    ) -> Result<NodeRows<B>> {
+        let distinct = DistinctRows::of(ids, times);
+        if distinct.ids.len() == ids.len() {
+            return self.stored_rows(ids, times, model, state);
+        }
+        let mut rows = self.stored_rows(&distinct.ids, &distinct.times, model, state)?;
+        let len = distinct.expand.len();
+        rows.expand = Some(Tensor::from_data(TensorData::new(distinct.expand, [len]), self.device));
+        Ok(rows)
+    }
+
+    /// One stored row per entry of `ids` and `times`.
+    fn stored_rows(
         &self,
         ids: &[u32],
         times: &[f64],
@@ -108,6 +134,7 @@ impl<B: Backend> BatchTensors<'_, B> {
             time: self.times(times),
             features,
             memory,
+            expand: None,
         })
     }
 
@@ -146,5 +173,53 @@ impl<B: Backend> BatchTensors<'_, B> {
             row.copy_from_slice(&features[start..start + dim]);
         }
         Some(Tensor::from_data(TensorData::new(rows, [events.len(), dim]), self.device))
+    }
+}
+
+/// The distinct `(id, time)` pairs of a level, in order of first appearance, and for each row
+/// the position of its pair.
+struct DistinctRows {
+    ids: Vec<u32>,
+    times: Vec<f64>,
+    expand: Vec<i64>,
+}
+
+impl DistinctRows {
+    fn of(ids: &[u32], times: &[f64]) -> Self {
+        let mut position: HashMap<(u32, u64), i64> = HashMap::with_capacity(ids.len());
+        let mut distinct = Self {
+            ids: Vec::new(),
+            times: Vec::new(),
+            expand: Vec::with_capacity(ids.len()),
+        };
+        for (&id, &time) in ids.iter().zip(times) {
+            let next = distinct.ids.len() as i64;
+            let row = *position.entry((id, time.to_bits())).or_insert(next);
+            if row == next {
+                distinct.ids.push(id);
+                distinct.times.push(time);
+            }
+            distinct.expand.push(row);
+        }
+        distinct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DistinctRows;
+
+    #[test]
+    fn distinct_rows_keep_first_appearances_and_map_every_row() {
+        let ids = [4, 7, 4, 4, 7, 1];
+        let times = [1.0, 1.0, 1.0, 2.0, 1.0, 1.0];
+        let distinct = DistinctRows::of(&ids, &times);
+        assert_eq!(distinct.ids, [4, 7, 4, 1]);
+        assert_eq!(distinct.times, [1.0, 1.0, 2.0, 1.0]);
+        assert_eq!(distinct.expand, [0, 1, 0, 2, 1, 3]);
+        for (row, &stored) in distinct.expand.iter().enumerate() {
+            let stored = stored as usize;
+            assert_eq!((distinct.ids[stored], distinct.times[stored]), (ids[row], times[row]));
+        }
     }
 }

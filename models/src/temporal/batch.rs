@@ -1,6 +1,6 @@
 //! The tensor-level input of a [`TemporalModel`](super::TemporalModel) for one batch of events.
 
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::{Int, Tensor, backend::Backend};
 
 use super::{
     MailRows, Mailbox, NeighbourHop, NodeMemory, SnapshotNeighbourhood, TemporalStateError,
@@ -45,6 +45,57 @@ pub struct NodeRows<B: Backend> {
     pub features: Option<Tensor<B, 2>>,
     /// Memory state of the rows; required by models with memory, ignored by the others.
     pub memory: Option<MemoryRows<B>>,
+    /// When set, `time`, `features` and `memory` hold the level's **distinct** rows, and this
+    /// index names for each row of the level the distinct row it repeats (`[rows]`). The model
+    /// then computes each distinct row's representation once and gathers it (a node read at
+    /// the same time by several roots, or sampled twice as one root's neighbour, is one row):
+    /// the same values as the rows written out in full, at the cost of the distinct rows.
+    /// `None`: one stored row per row of the level.
+    pub expand: Option<Tensor<B, 1, Int>>,
+}
+
+impl<B: Backend> NodeRows<B> {
+    /// Number of rows of the level (the length of [`expand`](Self::expand) when set).
+    pub fn len(&self) -> usize {
+        match &self.expand {
+            Some(index) => index.dims()[0],
+            None => self.time.dims()[0],
+        }
+    }
+
+    /// Whether the level has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `tensor`, one row per stored row, as one row per row of the level: gathered through
+    /// [`expand`](Self::expand) when set, else unchanged.
+    pub fn expanded<const D: usize>(&self, tensor: Tensor<B, D>) -> Tensor<B, D> {
+        match &self.expand {
+            Some(index) => tensor.select(0, index.clone()),
+            None => tensor,
+        }
+    }
+
+    /// The rows `index` (`[n]`, repeats allowed) of the stored rows, written out in full: time,
+    /// features and memory state gathered, `expand` cleared. On rows with `expand` set,
+    /// `rows.select(expand)` is the level they stand for.
+    pub fn select(self, index: Tensor<B, 1, Int>) -> Self {
+        Self {
+            time: self.time.select(0, index.clone()),
+            features: self.features.map(|f| f.select(0, index.clone())),
+            memory: self.memory.map(|m| MemoryRows {
+                memory: m.memory.select(0, index.clone()),
+                last_update: m.last_update.select(0, index.clone()),
+                mail: MailRows {
+                    mails: m.mail.mails.select(0, index.clone()),
+                    time: m.mail.time.select(0, index.clone()),
+                    padding: m.mail.padding.select(0, index.clone()),
+                },
+            }),
+            expand: None,
+        }
+    }
 }
 
 /// One batch of `events` positive events with `num_negatives` sampled negative destinations
@@ -70,6 +121,6 @@ impl<B: Backend> TemporalBatch<B> {
     pub fn num_events(&self) -> usize {
         self.levels
             .first()
-            .map_or(0, |roots| roots.time.dims()[0] / (2 + self.num_negatives))
+            .map_or(0, |roots| roots.len() / (2 + self.num_negatives))
     }
 }

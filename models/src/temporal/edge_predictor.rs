@@ -6,6 +6,8 @@ use burn::nn::{Linear, LinearConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Tensor, backend::Backend};
 
+use super::flat_linear::forward_flat;
+
 /// Configuration of an [`EdgePredictor`].
 #[derive(Config, Debug)]
 pub struct EdgePredictorConfig {
@@ -53,9 +55,10 @@ impl<B: Backend> EdgePredictor<B> {
         let positive = self
             .out_fc
             .forward(relu(src.clone() + self.dst_fc.forward(pos_dst)));
-        let negative = self.out_fc.forward(relu(
-            src.unsqueeze_dim::<3>(1) + self.dst_fc.forward(neg_dst),
-        ));
+        let negative = forward_flat(
+            &self.out_fc,
+            relu(src.unsqueeze_dim::<3>(1) + forward_flat(&self.dst_fc, neg_dst)),
+        );
         (positive.reshape([events]), negative.reshape([events, k]))
     }
 }

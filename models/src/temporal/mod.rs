@@ -24,6 +24,7 @@ mod batch;
 mod dysat;
 mod edge_predictor;
 mod error;
+mod flat_linear;
 mod gru_updater;
 mod identity_embedding;
 mod jodie_embedding;

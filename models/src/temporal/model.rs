@@ -248,16 +248,16 @@ impl<B: Backend> TemporalModel<B> {
         let roots = levels
             .next()
             .expect("a temporal batch has a level of roots");
-        let root_time = roots.time.clone();
         assert_eq!(
-            root_time.dims()[0],
+            roots.len(),
             events * (2 + negatives),
             "the roots are the sources, destinations and negatives of whole events"
         );
+        let root_time = roots.expanded(roots.time.clone());
         let root_last_update = roots
             .memory
             .as_ref()
-            .map(|memory| memory.last_update.clone());
+            .map(|memory| roots.expanded(memory.last_update.clone()));
         let (h, memory) = self.representation(roots);
         let embedding = if let Some(attention) = &self.attention {
             let mut nodes = vec![h];
@@ -329,8 +329,22 @@ impl<B: Backend> TemporalModel<B> {
     }
 
     /// Representations of a level of rows, `[rows, dim_hidden]`, and (memory models) their
-    /// updated memory.
-    fn representation(&self, rows: NodeRows<B>) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
+    /// updated memory: computed once per stored row, then gathered through the level's
+    /// [`NodeRows::expand`].
+    fn representation(&self, mut rows: NodeRows<B>) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
+        let expand = rows.expand.take();
+        let (h, memory) = self.stored_representation(rows);
+        match expand {
+            Some(index) => (
+                h.select(0, index.clone()),
+                memory.map(|memory| memory.select(0, index)),
+            ),
+            None => (h, memory),
+        }
+    }
+
+    /// [`representation`](Self::representation) of each stored row of `rows`.
+    fn stored_representation(&self, rows: NodeRows<B>) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         match &self.updater {
             Some(updater) => {
                 let state = rows

@@ -193,6 +193,7 @@ mod tests {
                 memory: config.memory_update.map(|_| {
                     MemoryRows::gather(memory, mailbox, ids).unwrap_or_else(|err| panic!("{err}"))
                 }),
+                expand: None,
             })
             .collect();
         let hops = (0..hops)
@@ -308,6 +309,79 @@ mod tests {
                             "{what}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// The parameters' gradients of `loss`, flattened in visiting order.
+    struct ParamGradients<'a> {
+        grads: &'a <B as AutodiffBackend>::Gradients,
+        values: Vec<Vec<f64>>,
+    }
+
+    impl ModuleVisitor<B> for ParamGradients<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.values.push(param.grad(self.grads).map_or_else(Vec::new, |g| {
+                g.into_data().iter::<f32>().map(f64::from).collect()
+            }));
+        }
+    }
+
+    #[test]
+    fn levels_of_distinct_rows_give_the_values_and_gradients_of_rows_written_out() {
+        let _autodiff = crate::autodiff_lock::autodiff_lock();
+        let device = Default::default();
+        let mut rng = Rng::new();
+        for (name, preset) in TemporalPreset::ALL {
+            // random inputs: learned ones would join the two runs' graphs through the batch
+            let config = small(preset, "random");
+            let model: TemporalModel<B> = config.init(&device);
+            let mut memory = NodeMemory::<B>::new(NODES, config.dim_memory, &device);
+            let mut mailbox =
+                Mailbox::<B>::new(NODES, config.mailbox_size, config.dim_mail(), &device);
+            // a first step, so that memory and mails are not all zero
+            let (first, ids) = batch(&config, &model, &memory, &mailbox, &mut rng);
+            let event_time = first.levels[0].time.clone().narrow(0, 0, EVENTS);
+            if let Some(updated) = model.forward(first).memory {
+                let edge_feat = Tensor::ones([EVENTS, config.dim_edge], &device);
+                model
+                    .memory_update(updated, event_time, Some(edge_feat))
+                    .apply(&ids[..EVENTS], &ids[EVENTS..2 * EVENTS], &mut memory, &mut mailbox)
+                    .unwrap_or_else(|err| panic!("{name}: {err}"));
+            }
+            let (stored, _) = batch(&config, &model, &memory, &mailbox, &mut rng);
+            // every level's rows repeat stored rows: row i reads stored row (i · 7) mod n / 2 · 2
+            let mut distinct = stored.clone();
+            let mut written = stored;
+            for (level, full) in distinct.levels.iter_mut().zip(&mut written.levels) {
+                let n = level.len();
+                let index: Vec<usize> = (0..n).map(|i| (i * 7) % n / 2 * 2).collect();
+                level.expand = Some(index_tensor(&index, &device));
+                *full = full.clone().select(index_tensor(&index, &device));
+            }
+            let run = |batch: TemporalBatch<B>| {
+                let output = model.forward(batch);
+                let values = [
+                    read(output.positive.clone()),
+                    read(output.negative.clone()),
+                    output.memory.clone().map_or_else(Vec::new, read),
+                ];
+                let grads = bce(output.positive, output.negative).backward();
+                let mut params = ParamGradients { grads: &grads, values: Vec::new() };
+                model.visit(&mut params);
+                (values, params.values)
+            };
+            let (distinct_values, distinct_grads) = run(distinct);
+            let (written_values, written_grads) = run(written);
+            let what = format!("{name} (seed {})", rng.seed);
+            for (d, w) in distinct_values.iter().zip(&written_values) {
+                assert_eq!(d, w, "{what}: forward values");
+            }
+            for (p, (d, w)) in distinct_grads.iter().zip(&written_grads).enumerate() {
+                assert_eq!(d.len(), w.len(), "{what}: parameter {p}");
+                for (a, b) in d.iter().zip(w) {
+                    assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{what}: parameter {p}: {a} vs {b}");
                 }
             }
         }

@@ -6,6 +6,7 @@ use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{relu, softmax};
 use burn::tensor::{Tensor, backend::Backend};
 
+use super::flat_linear::forward_flat;
 use super::masked_attention::check_heads;
 
 /// Configuration of a [`SnapshotAttention`].
@@ -95,13 +96,9 @@ impl<B: Backend> SnapshotAttention<B> {
             .query
             .forward(last.clone())
             .reshape([rows, 1, heads, head_dim]);
-        let k = self
-            .key
-            .forward(z.clone())
+        let k = forward_flat(&self.key, z.clone())
             .reshape([rows, snapshots, heads, head_dim]);
-        let v = self
-            .value
-            .forward(z)
+        let v = forward_flat(&self.value, z)
             .reshape([rows, snapshots, heads, head_dim]);
         let logits: Tensor<B, 3> = (q * k).sum_dim(3).squeeze_dim(3) / (head_dim as f64).sqrt();
         let weights = self.dropout.forward(softmax(logits, 1));

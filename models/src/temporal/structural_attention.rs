@@ -6,6 +6,7 @@ use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{elu, leaky_relu};
 use burn::tensor::{Bool, Tensor, TensorData, backend::Backend};
 
+use super::flat_linear::forward_flat;
 use super::masked_attention::{check_heads, masked_softmax};
 
 /// Configuration of a [`StructuralAttention`].
@@ -79,7 +80,7 @@ impl<B: Backend> StructuralAttention<B> {
         let keys = Tensor::cat(
             vec![
                 self.weight.forward(root).unsqueeze_dim(1),
-                self.weight.forward(neighbours),
+                forward_flat(&self.weight, neighbours),
             ],
             1,
         )

@@ -6,6 +6,7 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, Linea
 use burn::tensor::activation::relu;
 use burn::tensor::{Bool, Tensor, backend::Backend};
 
+use super::flat_linear::forward_flat;
 use super::masked_attention::{attend_keys, check_heads};
 use super::{TimeEncode, TimeEncodeConfig};
 
@@ -108,8 +109,8 @@ impl<B: Backend> TemporalAttentionLayer<B> {
         let key = Tensor::cat(key, 2);
         let attended = attend_keys(
             self.query.forward(query),
-            self.key.forward(key.clone()),
-            self.value.forward(key),
+            forward_flat(&self.key, key.clone()),
+            forward_flat(&self.value, key),
             padding,
             self.att_head,
             &self.dropout,

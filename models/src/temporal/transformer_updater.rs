@@ -7,6 +7,7 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, Linea
 use burn::tensor::activation::relu;
 use burn::tensor::{Tensor, backend::Backend};
 
+use super::flat_linear::forward_flat;
 use super::masked_attention::{attend_keys, check_heads};
 use super::{MailRows, TimeEncode, TimeEncodeConfig};
 
@@ -96,8 +97,8 @@ impl<B: Backend> TransformerMemoryUpdater<B> {
         let input = Tensor::cat(vec![mail.mails, self.time_encode.forward(age)], 2);
         let attended = attend_keys(
             self.query.forward(memory.clone()),
-            self.key.forward(input.clone()),
-            self.value.forward(input),
+            forward_flat(&self.key, input.clone()),
+            forward_flat(&self.value, input),
             mail.padding,
             self.att_head,
             &self.dropout,
