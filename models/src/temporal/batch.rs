@@ -49,8 +49,9 @@ pub struct NodeRows<B: Backend> {
     /// index names for each row of the level the distinct row it repeats (`[rows]`). The model
     /// then computes each distinct row's representation once and gathers it (a node read at
     /// the same time by several roots, or sampled twice as one root's neighbour, is one row):
-    /// the same values as the rows written out in full, at the cost of the distinct rows.
-    /// `None`: one stored row per row of the level.
+    /// the same values as the rows written out in full, at the cost of the distinct rows (a
+    /// dropout inside the memory updater, APAN's, draws one mask per stored row for all its
+    /// repeats). `None`: one stored row per row of the level.
     pub expand: Option<Tensor<B, 1, Int>>,
 }
 
