@@ -12,24 +12,19 @@ use megagraph_train::{
 
 type B = Autodiff<Flex>;
 
-/// 512 nodes in sequences of 64: 8 sequences, steps of 4 (two per epoch).
+/// The tests' base configuration with 512 nodes in sequences of 64: 8 sequences, steps of 4
+/// (two per epoch), two layers of width 8.
 fn config() -> TrainConfig {
-    let mut config = TrainConfig::default();
+    let mut config = crate::fixtures::tiny_config();
     config.synthetic.nodes = 512;
-    config.synthetic.classes = 3;
     config.synthetic.feature_dim = 8;
-    config.data.seq_len = 64;
     // distances and the dropped pairs differ per sequence, so the mesh must reproduce them
     config.data.structure_dropout = 0.1;
     config.training.epochs = 3;
     config.training.batch_size = 4;
     config.model.layers = Some(2);
-    config.model.heads = Some(2);
     config.model.hidden = Some(8);
     config.model.ffn_hidden = Some(8);
-    config.model.dropout = 0.0;
-    config.model.input_dropout = 0.0;
-    config.model.key_dropout = 0.0;
     config.optimizer.lr = 0.01;
     config
 }
