@@ -98,6 +98,13 @@ pub struct TrainArgs {
     /// with --cp above 1 the ring only).
     #[arg(long)]
     pub edge_encoding: bool,
+    /// APPNP's predict-then-propagate head: K rounds of Z ← (1 − α) Â Z + α H over the logits
+    /// H, the loss taken on Z (0 = off; one device only).
+    #[arg(long, value_name = "K")]
+    pub propagation_steps: Option<usize>,
+    /// Teleport probability α of --propagation-steps, in (0, 1] (0.1).
+    #[arg(long, value_name = "A")]
+    pub propagation_alpha: Option<f64>,
     /// Peak learning rate.
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
@@ -107,6 +114,17 @@ pub struct TrainArgs {
     /// Label smoothing of the cross-entropy: targets 1 − E on the label plus E / classes.
     #[arg(long, value_name = "E")]
     pub label_smoothing: Option<f64>,
+    /// Weight λ of GRAND's consistency regularization: each step runs the model
+    /// --consistency-samples times under dropout and pulls every node's predictions towards
+    /// their sharpened mean (0 = off; one device only).
+    #[arg(long, value_name = "L")]
+    pub consistency_weight: Option<f64>,
+    /// Forward passes per step of the consistency regularization (2).
+    #[arg(long, value_name = "S")]
+    pub consistency_samples: Option<usize>,
+    /// Sharpening temperature of the consistency regularization, in (0, 1] (0.5).
+    #[arg(long, value_name = "T")]
+    pub consistency_temperature: Option<f64>,
     /// Correct & Smooth (Huang et al. 2021) of the softmax predictions at every evaluation, from
     /// the training labels only: validation (best epoch, early stopping) and test accuracy are
     /// those of the post-processed predictions.
@@ -336,9 +354,14 @@ impl TrainArgs {
         set(&mut c.model.key_dropout, &self.key_dropout);
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;
+        set(&mut c.model.propagation_steps, &self.propagation_steps);
+        set(&mut c.model.propagation_alpha, &self.propagation_alpha);
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
+        set(&mut c.training.consistency_weight, &self.consistency_weight);
+        set(&mut c.training.consistency_samples, &self.consistency_samples);
+        set(&mut c.training.consistency_temperature, &self.consistency_temperature);
         c.training.correct_smooth |= self.correct_smooth;
         set(&mut c.training.correct_alpha, &self.correct_alpha);
         set(&mut c.training.smooth_alpha, &self.smooth_alpha);

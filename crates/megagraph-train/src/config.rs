@@ -158,6 +158,16 @@ pub struct ModelConfig {
     /// `[synthetic] edge_feature_dim`), one device (mesh 1 x 1 x 1) and full attention.
     /// Default: false.
     pub edge_encoding: bool,
+    /// APPNP's predict-then-propagate head ([`PredictionPropagation`](crate::PredictionPropagation)):
+    /// rounds `K` of `Z ← (1 − α) Â Z + α H` over the logits `H`, the loss taken on `Z`. A step
+    /// propagates over its batch's nodes (exact APPNP when the batch holds every sequence),
+    /// evaluation over the whole graph. One device only (mesh 1 x 1 x 1). Applies to
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's
+    /// loop); burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) scores the model's own
+    /// logits. Default: 0 (off).
+    pub propagation_steps: usize,
+    /// Teleport probability `α` of `propagation_steps`, in (0, 1]. Default: 0.1.
+    pub propagation_alpha: f64,
 }
 
 impl Default for ModelConfig {
@@ -179,6 +189,8 @@ impl Default for ModelConfig {
             key_dropout: 0.2,
             graph_token: model.graph_token,
             edge_encoding: false,
+            propagation_steps: 0,
+            propagation_alpha: 0.1,
         }
     }
 }
@@ -254,6 +266,17 @@ pub struct TrainingConfig {
     /// Fixed scale of Correct & Smooth's correction (`P' = P + s E`), positive; unset
     /// (default): autoscale, each row's correction as large (L1) as the mean training error.
     pub correct_scale: Option<f64>,
+    /// Weight `λ` of GRAND's consistency regularization
+    /// ([`ConsistencyRegularization`](crate::ConsistencyRegularization)): each step runs the
+    /// model `consistency_samples` times under dropout and pulls every node's predictions
+    /// towards their sharpened mean. Single-device steps of
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) only (not
+    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer)). Default: 0.0 (off).
+    pub consistency_weight: f64,
+    /// Forward passes per step of the consistency regularization, at least 2. Default: 2.
+    pub consistency_samples: usize,
+    /// Sharpening temperature of the consistency regularization, in (0, 1]. Default: 0.5.
+    pub consistency_temperature: f64,
 }
 
 impl Default for TrainingConfig {
@@ -274,6 +297,9 @@ impl Default for TrainingConfig {
             smooth_alpha: 0.8,
             correct_smooth_steps: 50,
             correct_scale: None,
+            consistency_weight: 0.0,
+            consistency_samples: 2,
+            consistency_temperature: 0.5,
         }
     }
 }
@@ -416,6 +442,30 @@ impl TrainConfig {
         }
         if !(self.data.ppr_alpha > 0.0 && self.data.ppr_alpha <= 1.0) {
             return invalid("data.ppr_alpha", "must be in (0, 1]");
+        }
+        if !(self.model.propagation_alpha > 0.0 && self.model.propagation_alpha <= 1.0) {
+            return invalid("model.propagation_alpha", "must be in (0, 1]");
+        }
+        if !(self.training.consistency_weight >= 0.0 && self.training.consistency_weight.is_finite()) {
+            return invalid("training.consistency_weight", "must be a non-negative number (0 = off)");
+        }
+        if self.training.consistency_samples < 2 {
+            return invalid("training.consistency_samples", "must be at least 2");
+        }
+        if !(self.training.consistency_temperature > 0.0 && self.training.consistency_temperature <= 1.0) {
+            return invalid("training.consistency_temperature", "must be in (0, 1]");
+        }
+        if self.training.consistency_weight > 0.0 && self.mesh.is_parallel() {
+            return invalid(
+                "training.consistency_weight",
+                "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1",
+            );
+        }
+        if self.model.propagation_steps > 0 && self.mesh.is_parallel() {
+            return invalid(
+                "model.propagation_steps",
+                "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1",
+            );
         }
         if !probability(self.model.input_dropout) {
             return invalid("model.input_dropout", "must be in [0, 1)");
@@ -624,6 +674,34 @@ mod tests {
             let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
             match config.validate() {
                 Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "model.edge_encoding", "{refused}"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn propagation_and_consistency_read_from_toml_and_bad_values_name_their_field() {
+        let text = "[model]\npropagation_steps = 10\npropagation_alpha = 0.2\n[training]\nconsistency_weight = 1.0\nconsistency_samples = 3\nconsistency_temperature = 0.4\n";
+        let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((config.model.propagation_steps, config.model.propagation_alpha), (10, 0.2));
+        let training = &config.training;
+        assert_eq!(
+            (training.consistency_weight, training.consistency_samples, training.consistency_temperature),
+            (1.0, 3, 0.4)
+        );
+        for (refused, field) in [
+            ("[model]\npropagation_alpha = 0.0\n", "model.propagation_alpha"),
+            ("[model]\npropagation_alpha = 1.5\n", "model.propagation_alpha"),
+            ("[model]\npropagation_steps = 2\n[mesh]\ndp = 2\n", "model.propagation_steps"),
+            ("[training]\nconsistency_weight = -1.0\n", "training.consistency_weight"),
+            ("[training]\nconsistency_samples = 1\n", "training.consistency_samples"),
+            ("[training]\nconsistency_temperature = 0.0\n", "training.consistency_temperature"),
+            ("[training]\nconsistency_weight = 1.0\n[mesh]\ncp = 2\n", "training.consistency_weight"),
+        ] {
+            let config = TrainConfig::from_toml_str(refused).unwrap_or_else(|e| panic!("{e}"));
+            match config.validate() {
+                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
                 other => panic!("{refused}: {other:?}"),
             }
         }

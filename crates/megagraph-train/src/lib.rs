@@ -9,6 +9,7 @@ mod attention_schedule;
 mod beta;
 mod checkpoint;
 mod config;
+mod consistency;
 mod correct_smooth;
 mod curves;
 mod data;
@@ -25,6 +26,7 @@ mod metrics;
 mod observer;
 pub mod parallel;
 pub mod plot;
+mod prediction_propagation;
 mod prefetch;
 mod prepare;
 mod progress;
@@ -43,6 +45,7 @@ pub use config::{
     TrainConfig,
     TrainingConfig,
 };
+pub use consistency::ConsistencyRegularization;
 pub use correct_smooth::{CorrectAndSmooth, training_labels};
 pub use curves::write_training_curves;
 pub use data::{NodeBatch, NodeBlock, SequenceDataset, SequenceOptions, SplitRole};
@@ -55,6 +58,7 @@ pub use learner::{
     SplitSequences,
 };
 pub use metrics::{EpochMetrics, TrainReport};
+pub use prediction_propagation::{PredictionPropagation, PropagationEdges};
 pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress};
 pub use progress::PrepareProgress;

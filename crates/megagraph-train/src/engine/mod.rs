@@ -15,7 +15,9 @@ use megagraph_models::GraphTransformer;
 use megagraph_parallel::{NodeConfig, OptimizerRecord};
 
 use crate::data::SequenceDataset;
+use crate::consistency::ConsistencyRegularization;
 use crate::error::Result;
+use crate::prediction_propagation::PredictionPropagation;
 
 pub(crate) use mesh::MeshEngine;
 pub(crate) use single::SingleDeviceEngine;
@@ -96,6 +98,12 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub structure_dropout: f64,
     /// Label smoothing ε of the loss (0 = plain cross-entropy).
     pub label_smoothing: f64,
+    /// APPNP's propagation of the logits before the loss (single-device engine only; the
+    /// configuration refuses it on a mesh).
+    pub propagation: Option<Arc<PredictionPropagation>>,
+    /// GRAND's consistency regularization of every step (single-device engine only; the
+    /// configuration refuses it on a mesh).
+    pub consistency: Option<ConsistencyRegularization>,
     /// The device of single-device training and of the returned model.
     pub device: B::Device,
     /// The devices of a mesh's ranks: one per rank, or one shared by every rank.

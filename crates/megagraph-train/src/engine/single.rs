@@ -5,14 +5,17 @@ use std::sync::Arc;
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, GradientsParams, Optimizer};
-use burn::tensor::ElementConversion;
+use burn::tensor::backend::Backend;
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_smoothed_cross_entropy};
 use megagraph_parallel::{OptimizerRecord, trainable};
 
 use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
 use crate::data::{NodeBatch, SequenceDataset};
+use crate::consistency::ConsistencyRegularization;
 use crate::error::Result;
+use crate::prediction_propagation::PredictionPropagation;
 use crate::step_attention::step_logits;
 
 /// The optimizer the single-device engine runs.
@@ -25,6 +28,8 @@ pub(crate) struct SingleDeviceEngine<B: AutodiffBackend> {
     data: Arc<SequenceDataset>,
     structure_dropout: f64,
     label_smoothing: f64,
+    propagation: Option<Arc<PredictionPropagation>>,
+    consistency: Option<ConsistencyRegularization>,
     device: B::Device,
     figures: RankFigures,
     attention: StepAttention,
@@ -47,6 +52,8 @@ where
             data: setup.data,
             structure_dropout: setup.structure_dropout,
             label_smoothing: setup.label_smoothing,
+            propagation: setup.propagation,
+            consistency: setup.consistency,
             device: setup.device,
             figures: RankFigures::default(),
             attention: StepAttention::Full,
@@ -86,20 +93,40 @@ where
             .model
             .take()
             .unwrap_or_else(|| unreachable!("the model is put back after every step"));
-        let logits = match step_logits(&model, batch.graph, core.as_ref()) {
-            Ok(logits) => logits,
-            Err(error) => {
-                self.model = Some(model);
-                return Err(error);
-            }
+        let samples = self.consistency.map_or(1, |c| c.samples);
+        let mut sampled = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            // each forward pass draws its own dropout masks
+            let logits = match step_logits(&model, batch.graph.clone(), core.as_ref()) {
+                Ok(logits) => logits,
+                Err(error) => {
+                    self.model = Some(model);
+                    return Err(error);
+                }
+            };
+            sampled.push(match &self.propagation {
+                Some(propagation) => propagation.apply_to_batch(logits, &self.data.dataset.graph, &batch.nodes),
+                None => logits,
+            });
+        }
+        let supervised = sampled
+            .iter()
+            .map(|logits| {
+                masked_smoothed_cross_entropy(
+                    logits.clone(),
+                    batch.labels.clone(),
+                    batch.train_weight.clone(),
+                    train_nodes,
+                    self.label_smoothing,
+                )
+            })
+            .reduce(|a, b| a + b)
+            .unwrap_or_else(|| unreachable!("a step runs at least one forward pass"))
+            / samples as f64;
+        let loss = match &self.consistency {
+            Some(consistency) => supervised + consistency.loss(&sampled, present_positions(&batch.nodes, &batch.labels)),
+            None => supervised,
         };
-        let loss = masked_smoothed_cross_entropy(
-            logits,
-            batch.labels,
-            batch.train_weight,
-            train_nodes,
-            self.label_smoothing,
-        );
         let value = loss.clone().into_scalar().elem::<f64>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         self.model = Some(self.optimizer.step(lr, model, grads));
@@ -128,4 +155,11 @@ where
     fn optimizer_record(&mut self) -> Result<OptimizerRecord<B>> {
         Ok(self.optimizer.to_record())
     }
+}
+
+/// 1.0 at the positions of `nodes` (row-major, the shape of `labels`) that hold a node, 0.0 at
+/// padding.
+fn present_positions<B: Backend>(nodes: &[Option<u32>], labels: &Tensor<B, 2, Int>) -> Tensor<B, 2> {
+    let values: Vec<f32> = nodes.iter().map(|node| f32::from(u8::from(node.is_some()))).collect();
+    Tensor::from_data(TensorData::new(values, labels.dims()), &labels.device())
 }

@@ -132,6 +132,8 @@ where
                 data: first.data.clone(),
                 structure_dropout: first.structure_dropout.map_or(0.0, |(p, _)| p),
                 label_smoothing: learner.model().label_smoothing,
+                propagation: None,
+                consistency: None,
                 device: placement.devices[0].clone(),
                 rank_devices: placement.devices.clone(),
                 nodes: None,

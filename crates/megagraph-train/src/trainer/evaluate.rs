@@ -2,6 +2,7 @@
 //! model's predictions, or of their Correct & Smooth post-processing).
 
 use burn::tensor::activation::softmax;
+use burn::tensor::{Tensor, TensorData};
 use megagraph_models::{GraphAttentionBackend, GraphTransformer};
 
 use super::NodeClassificationTrainer;
@@ -58,8 +59,11 @@ impl NodeClassificationTrainer<'_> {
         let dataset = &self.data.dataset;
         let (n, classes) = (dataset.num_nodes(), dataset.num_classes);
         let correct_smooth = CorrectAndSmooth::from_config(&self.config.training);
-        // the model's probabilities of every node, `[N, C]`, when Correct & Smooth reads them
-        let mut probabilities = correct_smooth.map(|_| vec![0.0f32; n * classes]);
+        // the model's logits of every node, `[N, C]`, when a graph-wide step follows
+        let whole_graph = correct_smooth.is_some() || self.propagation.is_some();
+        let mut logits_of_nodes = whole_graph.then(|| vec![0.0f32; n * classes]);
+        // the nodes whose logits the batches gave (in place: node `v` at position `v`)
+        let mut placed: Vec<Option<u32>> = vec![None; n];
         let mut predicted: Vec<Option<i64>> = vec![None; n];
         let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
         for (i, indices) in slices.iter().enumerate() {
@@ -67,26 +71,33 @@ impl NodeClassificationTrainer<'_> {
             let batch: NodeBatch<B> = attention.batch(&self.data, indices, device, None);
             let core = attention.core::<B>(&self.data, indices, device)?;
             let logits = step_logits(model, batch.graph, core.as_ref())?;
-            let Some(probabilities) = probabilities.as_mut() else {
-                let predictions = logits.argmax(2).into_data();
-                for (node, class) in batch.nodes.iter().zip(predictions.iter::<i64>()) {
-                    if let Some(node) = *node {
-                        predicted[node as usize] = Some(class);
-                    }
-                }
+            let Some(logits_of_nodes) = logits_of_nodes.as_mut() else {
+                record_predictions(&mut predicted, &batch.nodes, logits);
                 continue;
             };
-            let rows = softmax(logits, 2).into_data().iter::<f32>().collect::<Vec<_>>();
+            let rows = logits.into_data().iter::<f32>().collect::<Vec<_>>();
             for (node, row) in batch.nodes.iter().zip(rows.chunks(classes.max(1))) {
                 if let Some(node) = *node {
+                    placed[node as usize] = Some(node);
                     let node = node as usize;
-                    probabilities[node * classes..(node + 1) * classes].copy_from_slice(row);
+                    logits_of_nodes[node * classes..(node + 1) * classes].copy_from_slice(row);
                 }
             }
         }
-        if let (Some(correct_smooth), Some(probabilities)) = (correct_smooth, probabilities) {
-            for (slot, class) in predicted.iter_mut().zip(correct_smooth.predict(dataset, &probabilities)) {
-                *slot = Some(class as i64);
+        if let Some(logits_of_nodes) = logits_of_nodes {
+            let logits = Tensor::<B, 2>::from_data(TensorData::new(logits_of_nodes, [n, classes]), device);
+            let logits = match &self.propagation {
+                Some(propagation) => propagation.apply(logits, &propagation.edges(&dataset.graph, &placed)),
+                None => logits,
+            };
+            match correct_smooth {
+                Some(correct_smooth) => {
+                    let probabilities = softmax(logits, 1).into_data().iter::<f32>().collect::<Vec<_>>();
+                    for (slot, class) in predicted.iter_mut().zip(correct_smooth.predict(dataset, &probabilities)) {
+                        *slot = Some(class as i64);
+                    }
+                }
+                None => record_predictions(&mut predicted, &placed, logits.unsqueeze::<3>()),
             }
         }
         let mut correct = [0usize; 3];
@@ -116,5 +127,16 @@ impl NodeClassificationTrainer<'_> {
             valid: ratio(1),
             test: ratio(2),
         })
+    }
+}
+
+/// Writes the argmax class of each row of `logits` (`[batch, seq, classes]`) to the node at its
+/// position in `nodes` (row-major `[batch, seq]`, `None` = padding).
+fn record_predictions<B: burn::tensor::backend::Backend>(predicted: &mut [Option<i64>], nodes: &[Option<u32>], logits: Tensor<B, 3>) {
+    let classes = logits.argmax(2).into_data();
+    for (node, class) in nodes.iter().zip(classes.iter::<i64>()) {
+        if let Some(node) = *node {
+            predicted[node as usize] = Some(class);
+        }
     }
 }

@@ -22,12 +22,14 @@ use crate::attention::AttentionMode;
 use crate::attention_schedule::AttentionSchedule;
 use crate::checkpoint::Checkpointer;
 use crate::config::{MeshConfig, TrainConfig};
+use crate::consistency::ConsistencyRegularization;
 use crate::data::SequenceDataset;
 use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
 use crate::parallel::{StepShape, resolve_layout};
+use crate::prediction_propagation::PredictionPropagation;
 use crate::prefetch::RowLayout;
 
 pub use evaluate::SplitAccuracy;
@@ -45,6 +47,8 @@ pub struct NodeClassificationTrainer<'a> {
     config: &'a TrainConfig,
     data: Arc<SequenceDataset>,
     nodes: Option<NodeConfig>,
+    /// APPNP's propagation of the logits (`[model] propagation_steps`), if on.
+    propagation: Option<Arc<PredictionPropagation>>,
     /// The seconds epoch `epoch` (1-based), started at the given instant, took as `β`'s tuner
     /// reads them ([`with_beta_clock`](Self::with_beta_clock)).
     epoch_seconds: fn(usize, Instant) -> f64,
@@ -53,9 +57,11 @@ pub struct NodeClassificationTrainer<'a> {
 impl<'a> NodeClassificationTrainer<'a> {
     /// A trainer for `data` (a [`SequenceDataset`] or an `Arc` of one) configured by `config`.
     pub fn new(config: &'a TrainConfig, data: impl Into<Arc<SequenceDataset>>) -> Self {
+        let data: Arc<SequenceDataset> = data.into();
         Self {
             config,
-            data: data.into(),
+            propagation: PredictionPropagation::from_config(&config.model, &data.dataset.graph).map(Arc::new),
+            data,
             nodes: None,
             epoch_seconds: |_, started| started.elapsed().as_secs_f64(),
         }
@@ -286,6 +292,8 @@ impl<'a> NodeClassificationTrainer<'a> {
             data: self.data.clone(),
             structure_dropout: self.config.data.structure_dropout,
             label_smoothing: self.config.training.label_smoothing,
+            propagation: self.propagation.clone(),
+            consistency: ConsistencyRegularization::from_config(&self.config.training),
             device: devices[0].clone(),
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),

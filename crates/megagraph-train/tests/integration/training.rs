@@ -241,3 +241,33 @@ fn correct_and_smooth_picks_the_best_epoch_on_its_own_predictions_and_reads_no_t
     assert_eq!((valid_relabelled.train, valid_relabelled.test), (post_processed.train, post_processed.test));
     assert_ne!(valid_relabelled.valid, post_processed.valid);
 }
+
+#[test]
+fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propagation() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.training.epochs = 4;
+    config.model.dropout = 0.3;
+    config.model.propagation_steps = 5;
+    config.training.consistency_weight = 1.0;
+    let device = Default::default();
+    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
+        .fit::<Autodiff<Flex>>(&device, &mut Quiet)
+        .expect("train");
+    let report = outcome.report;
+    assert!(report.history.iter().all(|epoch| epoch.loss.is_finite()), "{:?}", report.history);
+    let evaluate = |config: &TrainConfig| {
+        let data = prepare(config).expect("prepare");
+        let batches: Vec<Vec<usize>> = (0..data.num_sequences())
+            .collect::<Vec<_>>()
+            .chunks(config.training.batch_size)
+            .map(<[usize]>::to_vec)
+            .collect();
+        NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
+    };
+    let propagated = evaluate(&config);
+    assert_eq!((propagated.valid, propagated.test), (report.best_valid_accuracy, report.test_accuracy));
+    let mut plain = config.clone();
+    plain.model.propagation_steps = 0;
+    assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
+}
