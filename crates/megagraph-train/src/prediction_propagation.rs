@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use burn::tensor::{Int, Tensor, TensorData, backend::Backend, IndexingUpdateOp};
+use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData, backend::Backend};
 use megagraph_graph::Graph;
 
 use crate::config::ModelConfig;

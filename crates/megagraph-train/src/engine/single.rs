@@ -5,15 +5,14 @@ use std::sync::Arc;
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, GradientsParams, Optimizer};
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
-use burn::tensor::backend::AutodiffBackend;
 use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_smoothed_cross_entropy};
 use megagraph_parallel::{OptimizerRecord, trainable};
 
 use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
-use crate::data::{NodeBatch, SequenceDataset};
 use crate::consistency::ConsistencyRegularization;
+use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
 use crate::prediction_propagation::PredictionPropagation;
 use crate::step_attention::step_logits;
