@@ -218,11 +218,7 @@ fn correct_and_smooth_picks_the_best_epoch_on_its_own_predictions_and_reads_no_t
             let label = &mut dataset.labels[v as usize];
             *label = (*label + 1) % dataset.num_classes as i64;
         }
-        let batches: Vec<Vec<usize>> = (0..data.num_sequences())
-            .collect::<Vec<_>>()
-            .chunks(config.training.batch_size)
-            .map(<[usize]>::to_vec)
-            .collect();
+        let batches = every_sequence(&data, config.training.batch_size);
         NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
     };
     let post_processed = evaluate(&config, None);
@@ -258,11 +254,7 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     assert!(report.history.iter().all(|epoch| epoch.loss.is_finite()), "{:?}", report.history);
     let evaluate = |config: &TrainConfig| {
         let data = prepare(config).expect("prepare");
-        let batches: Vec<Vec<usize>> = (0..data.num_sequences())
-            .collect::<Vec<_>>()
-            .chunks(config.training.batch_size)
-            .map(<[usize]>::to_vec)
-            .collect();
+        let batches = every_sequence(&data, config.training.batch_size);
         NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
     };
     let propagated = evaluate(&config);
@@ -270,4 +262,13 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     let mut plain = config.clone();
     plain.model.propagation_steps = 0;
     assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
+}
+
+/// Every sequence of `data` in order, in batches of `batch_size` (what the trainer evaluates).
+fn every_sequence(data: &megagraph_train::SequenceDataset, batch_size: usize) -> Vec<Vec<usize>> {
+    (0..data.num_sequences())
+        .collect::<Vec<_>>()
+        .chunks(batch_size)
+        .map(<[usize]>::to_vec)
+        .collect()
 }
