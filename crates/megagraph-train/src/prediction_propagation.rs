@@ -108,12 +108,11 @@ impl PredictionPropagation {
         z
     }
 
-    /// [`apply`](Self::apply) to a batch's logits (`[batch, seq, classes]`) over the edges among
-    /// its `nodes` (row-major `[batch, seq]`).
-    pub fn apply_to_batch<B: Backend>(&self, logits: Tensor<B, 3>, graph: &Graph, nodes: &[Option<u32>]) -> Tensor<B, 3> {
+    /// [`apply`](Self::apply) to a batch's logits (`[batch, seq, classes]`) over `edges`, the
+    /// [`edges`](Self::edges) among its nodes (row-major `[batch, seq]`).
+    pub fn apply_to_batch<B: Backend>(&self, logits: Tensor<B, 3>, edges: &PropagationEdges) -> Tensor<B, 3> {
         let [batch, seq, classes] = logits.dims();
-        let edges = self.edges(graph, nodes);
-        self.apply(logits.reshape([batch * seq, classes]), &edges)
+        self.apply(logits.reshape([batch * seq, classes]), edges)
             .reshape([batch, seq, classes])
     }
 }

@@ -93,6 +93,11 @@ where
             .take()
             .unwrap_or_else(|| unreachable!("the model is put back after every step"));
         let samples = self.consistency.map_or(1, |c| c.samples);
+        // the batch's propagation edges, built once for every sample
+        let propagation = self
+            .propagation
+            .as_ref()
+            .map(|propagation| (propagation, propagation.edges(&self.data.dataset.graph, &batch.nodes)));
         let mut sampled = Vec::with_capacity(samples);
         for _ in 0..samples {
             // each forward pass draws its own dropout masks
@@ -103,8 +108,8 @@ where
                     return Err(error);
                 }
             };
-            sampled.push(match &self.propagation {
-                Some(propagation) => propagation.apply_to_batch(logits, &self.data.dataset.graph, &batch.nodes),
+            sampled.push(match &propagation {
+                Some((propagation, edges)) => propagation.apply_to_batch(logits, edges),
                 None => logits,
             });
         }
