@@ -40,7 +40,7 @@ fn data(features: bool) -> SequenceDataset {
     config.synthetic.feature_dim = 12;
     config.synthetic.seed = 5;
     config.data.seq_len = 40;
-    config.data.feature_hops = 1;
+    config.data.feature_hops = Some(1);
     let mut data = prepare(&config).expect("prepare");
     if !features {
         data.dataset.features = None;

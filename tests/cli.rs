@@ -105,11 +105,12 @@ fn an_out_of_range_flag_is_refused_before_training() {
 fn train_runs_a_mesh_and_a_plan_file() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tiny.toml");
-    // 8 sequences of 64 nodes, steps of 4
+    // 8 sequences of 64 nodes, steps of 4; the single-device run turns off what a mesh leaves
+    // off when unset (the propagation of the logits, the consistency regularization)
     std::fs::write(&config, "[synthetic]\nnodes = 512\nclasses = 3\nfeature_dim = 8\n").unwrap();
     let base = ["train", "--config", config.to_str().unwrap(), "--epochs", "2", "--layers", "2", "--heads", "2",
         "--hidden", "8", "--ffn-hidden", "8", "--seq-len", "64", "--dropout", "0", "--input-dropout", "0",
-        "--key-dropout", "0"];
+        "--key-dropout", "0", "--propagation-steps", "0", "--consistency-weight", "0"];
     let run = |extra: &[&str]| {
         let metrics = dir.path().join(format!("m{}.json", extra.len()));
         let mut args = base.to_vec();

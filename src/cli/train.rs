@@ -63,7 +63,8 @@ pub struct TrainArgs {
     /// Measure distances in the whole graph or in each sequence's induced subgraph.
     #[arg(long, value_enum)]
     pub distance_scope: Option<ScopeArg>,
-    /// Rounds of GCN-normalized feature propagation appended to the node features (0 = none).
+    /// Rounds of GCN-normalized feature propagation appended to the node features (0 = none;
+    /// unset: 0 where the logits are propagated, 2 elsewhere).
     #[arg(long, value_name = "K")]
     pub feature_hops: Option<usize>,
     /// How the propagated rounds become node inputs: `concat` ([X, ÂX, …, Â^K X]) or `ppr`
@@ -99,7 +100,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub edge_encoding: bool,
     /// APPNP's predict-then-propagate head: K rounds of Z ← (1 − α) Â Z + α H over the logits
-    /// H, the loss taken on Z (0 = off; one device only).
+    /// H, the loss taken on Z (0 = off; unset: 10 on one device, off on a mesh; set, one device
+    /// only).
     #[arg(long, value_name = "K")]
     pub propagation_steps: Option<usize>,
     /// Teleport probability α of --propagation-steps, in (0, 1] (0.1).
@@ -116,7 +118,8 @@ pub struct TrainArgs {
     pub label_smoothing: Option<f64>,
     /// Weight λ of GRAND's consistency regularization: each step runs the model
     /// --consistency-samples times under dropout and pulls every node's predictions towards
-    /// their sharpened mean (0 = off; one device only).
+    /// their sharpened mean (0 = off; unset: 1 on one device, off on a mesh; set, one device
+    /// only).
     #[arg(long, value_name = "L")]
     pub consistency_weight: Option<f64>,
     /// Forward passes per step of the consistency regularization (2).
@@ -340,7 +343,9 @@ impl TrainArgs {
             };
         }
         set(&mut c.data.structure_dropout, &self.structure_dropout);
-        set(&mut c.data.feature_hops, &self.feature_hops);
+        if self.feature_hops.is_some() {
+            c.data.feature_hops = self.feature_hops;
+        }
         if let Some(propagation) = self.feature_propagation {
             c.data.feature_propagation = match propagation {
                 PropagationArg::Concat => FeaturePropagation::Concat,
@@ -354,12 +359,16 @@ impl TrainArgs {
         set(&mut c.model.key_dropout, &self.key_dropout);
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;
-        set(&mut c.model.propagation_steps, &self.propagation_steps);
+        if self.propagation_steps.is_some() {
+            c.model.propagation_steps = self.propagation_steps;
+        }
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
         set(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
-        set(&mut c.training.consistency_weight, &self.consistency_weight);
+        if self.consistency_weight.is_some() {
+            c.training.consistency_weight = self.consistency_weight;
+        }
         set(&mut c.training.consistency_samples, &self.consistency_samples);
         set(&mut c.training.consistency_temperature, &self.consistency_temperature);
         c.training.correct_smooth |= self.correct_smooth;
@@ -430,6 +439,13 @@ pub fn train(
     devices: usize,
 ) -> Result<()> {
     backend.check()?;
+    let mut config = config.clone();
+    if nodes.is_some() && config.data.feature_hops.is_none() {
+        // several nodes train without the propagation of the logits (unless it is set, and
+        // then refused): the hop features of a run without it
+        config.data.feature_hops = Some(config.feature_hops(true));
+    }
+    let config = &config;
     let data = megagraph_train::prepare_with_progress(config, &PrepareBars::default())?;
     println!("dataset {}", data.summary());
     let mut trainer = NodeClassificationTrainer::new(config, data);

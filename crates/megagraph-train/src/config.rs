@@ -82,9 +82,11 @@ pub struct DataConfig {
     pub normalize_features: bool,
     /// Rounds of GCN-normalized feature propagation appended to the node features
     /// (`[X, ÂX, …, Â^k X]`); 0 = raw features only. Ignored for graphs without features.
-    /// Default: 2. With `feature_propagation = "ppr"` it is APPNP's number of power-iteration
-    /// steps K.
-    pub feature_hops: usize,
+    /// With `feature_propagation = "ppr"` it is APPNP's number of power-iteration steps K.
+    /// Unset (default): 0 where the logits are propagated (`model.propagation_steps`: one
+    /// device, unless set to 0), which spreads the predictions instead, and 2 elsewhere
+    /// ([`TrainConfig::feature_hops`]).
+    pub feature_hops: Option<usize>,
     /// How the propagated rounds become node inputs: `"concat"` (`[X, ÂX, …, Â^k X]`, width
     /// `(k + 1) × dim`) or `"ppr"` (APPNP's personalized-PageRank propagation: `[X, Z^K]` with
     /// `Z⁰ = X`, `Z^{t+1} = (1 − α) Â Z^t + α X`, K = `feature_hops`, α = `ppr_alpha`, width
@@ -112,13 +114,19 @@ impl Default for DataConfig {
             cache_dir: None,
             no_cache: false,
             normalize_features: false,
-            feature_hops: 2,
+            feature_hops: None,
             feature_propagation: FeaturePropagation::Concat,
             ppr_alpha: 0.1,
             structure_dropout: 0.0,
         }
     }
 }
+
+/// `model.propagation_steps` when it is unset and the run is on one device: APPNP's `K = 10`.
+pub const DEFAULT_PROPAGATION_STEPS: usize = 10;
+
+/// `training.consistency_weight` when it is unset and the run is on one device: GRAND's `λ = 1`.
+pub const DEFAULT_CONSISTENCY_WEIGHT: f64 = 1.0;
 
 /// Model section (`[model]`). Unset fields come from the preset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -145,7 +153,7 @@ pub struct ModelConfig {
     /// Key tile of the attention op. Default: 128.
     pub block_size: usize,
     /// Attention key dropout: while training, each layer hides each key from all queries with
-    /// this probability. Default: 0.2.
+    /// this probability. Default: 0.5.
     pub key_dropout: f64,
     /// Graphormer's graph token: one learned position per sequence joined to every node, with
     /// its own learned spatial bias per head (a "virtual distance"); its output is dropped
@@ -164,15 +172,17 @@ pub struct ModelConfig {
     /// evaluation over the whole graph. One device only (mesh 1 x 1 x 1). Applies to
     /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's
     /// loop); burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) scores the model's own
-    /// logits. Default: 0 (off).
-    pub propagation_steps: usize,
+    /// logits. `0` turns it off. Unset (default): [`DEFAULT_PROPAGATION_STEPS`] on one device,
+    /// off on a mesh or across nodes ([`TrainConfig::propagation_steps`]); set on a mesh, it is
+    /// refused.
+    pub propagation_steps: Option<usize>,
     /// Teleport probability `α` of `propagation_steps`, in (0, 1]. Default: 0.1.
     pub propagation_alpha: f64,
 }
 
 impl Default for ModelConfig {
     /// The model's own defaults ([`GraphTransformerConfig`]'s) with this trainer's dropout
-    /// recipe (dropout 0.5, input dropout 0.8, key dropout 0.2).
+    /// recipe (dropout 0.5, input dropout 0.8, key dropout 0.5).
     fn default() -> Self {
         let model = GraphTransformerConfig::new(1, 2);
         Self {
@@ -186,10 +196,10 @@ impl Default for ModelConfig {
             max_degree: model.max_degree,
             spatial_initial_decay: model.spatial_initial_decay,
             block_size: model.block_size,
-            key_dropout: 0.2,
+            key_dropout: 0.5,
             graph_token: model.graph_token,
             edge_encoding: false,
-            propagation_steps: 0,
+            propagation_steps: None,
             propagation_alpha: 0.1,
         }
     }
@@ -199,7 +209,7 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OptimizerConfig {
-    /// Peak learning rate. Default: 0.002.
+    /// Peak learning rate. Default: 0.0005.
     pub lr: f64,
     /// Decoupled weight decay. Default: 0.005.
     pub weight_decay: f64,
@@ -212,7 +222,7 @@ pub struct OptimizerConfig {
 impl Default for OptimizerConfig {
     fn default() -> Self {
         Self {
-            lr: 0.002,
+            lr: 0.0005,
             weight_decay: 5e-3,
             warmup_epochs: 5,
             min_lr_ratio: 0.05,
@@ -271,8 +281,10 @@ pub struct TrainingConfig {
     /// model `consistency_samples` times under dropout and pulls every node's predictions
     /// towards their sharpened mean. Single-device steps of
     /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) only (not
-    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer)). Default: 0.0 (off).
-    pub consistency_weight: f64,
+    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer)). `0` turns it off. Unset (default):
+    /// [`DEFAULT_CONSISTENCY_WEIGHT`] on one device, off on a mesh or across nodes
+    /// ([`TrainConfig::consistency_weight`]); set on a mesh, it is refused.
+    pub consistency_weight: Option<f64>,
     /// Forward passes per step of the consistency regularization, at least 2. Default: 2.
     pub consistency_samples: usize,
     /// Sharpening temperature of the consistency regularization, in (0, 1]. Default: 0.5.
@@ -297,7 +309,7 @@ impl Default for TrainingConfig {
             smooth_alpha: 0.8,
             correct_smooth_steps: 50,
             correct_scale: None,
-            consistency_weight: 0.0,
+            consistency_weight: None,
             consistency_samples: 2,
             consistency_temperature: 0.5,
         }
@@ -372,6 +384,34 @@ impl MeshConfig {
 }
 
 impl TrainConfig {
+    /// The rounds of APPNP's propagation of the logits a run makes: `model.propagation_steps`,
+    /// or when it is unset [`DEFAULT_PROPAGATION_STEPS`] on one device and 0 (off) when
+    /// `parallel` (a mesh, or several nodes), where the propagation does not run.
+    pub fn propagation_steps(&self, parallel: bool) -> usize {
+        self.model
+            .propagation_steps
+            .unwrap_or(if parallel { 0 } else { DEFAULT_PROPAGATION_STEPS })
+    }
+
+    /// The weight of the consistency regularization a run adds: `training.consistency_weight`,
+    /// or when it is unset [`DEFAULT_CONSISTENCY_WEIGHT`] on one device and 0 (off) when
+    /// `parallel` (a mesh, or several nodes), where the regularization does not run.
+    pub fn consistency_weight(&self, parallel: bool) -> f64 {
+        self.training
+            .consistency_weight
+            .unwrap_or(if parallel { 0.0 } else { DEFAULT_CONSISTENCY_WEIGHT })
+    }
+
+    /// The rounds of feature propagation appended to the node features: `data.feature_hops`,
+    /// or when it is unset 0 where the logits are propagated
+    /// ([`propagation_steps`](Self::propagation_steps) above 0; `parallel`: a mesh, or several
+    /// nodes) and 2 elsewhere.
+    pub fn feature_hops(&self, parallel: bool) -> usize {
+        self.data
+            .feature_hops
+            .unwrap_or(if self.propagation_steps(parallel) > 0 { 0 } else { 2 })
+    }
+
     /// Reads a TOML config file.
     pub fn from_toml_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|source| TrainError::ConfigRead {
@@ -446,7 +486,7 @@ impl TrainConfig {
         if !(self.model.propagation_alpha > 0.0 && self.model.propagation_alpha <= 1.0) {
             return invalid("model.propagation_alpha", "must be in (0, 1]");
         }
-        if !(self.training.consistency_weight >= 0.0 && self.training.consistency_weight.is_finite()) {
+        if self.training.consistency_weight.is_some_and(|weight| !(weight >= 0.0 && weight.is_finite())) {
             return invalid("training.consistency_weight", "must be a non-negative number (0 = off)");
         }
         if self.training.consistency_samples < 2 {
@@ -455,13 +495,13 @@ impl TrainConfig {
         if !(self.training.consistency_temperature > 0.0 && self.training.consistency_temperature <= 1.0) {
             return invalid("training.consistency_temperature", "must be in (0, 1]");
         }
-        if self.training.consistency_weight > 0.0 && self.mesh.is_parallel() {
+        if self.training.consistency_weight.is_some_and(|weight| weight > 0.0) && self.mesh.is_parallel() {
             return invalid(
                 "training.consistency_weight",
                 "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1",
             );
         }
-        if self.model.propagation_steps > 0 && self.mesh.is_parallel() {
+        if self.model.propagation_steps.is_some_and(|steps| steps > 0) && self.mesh.is_parallel() {
             return invalid(
                 "model.propagation_steps",
                 "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1",
@@ -684,11 +724,11 @@ mod tests {
         let text = "[model]\npropagation_steps = 10\npropagation_alpha = 0.2\n[training]\nconsistency_weight = 1.0\nconsistency_samples = 3\nconsistency_temperature = 0.4\n";
         let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
         config.validate().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((config.model.propagation_steps, config.model.propagation_alpha), (10, 0.2));
+        assert_eq!((config.model.propagation_steps, config.model.propagation_alpha), (Some(10), 0.2));
         let training = &config.training;
         assert_eq!(
             (training.consistency_weight, training.consistency_samples, training.consistency_temperature),
-            (1.0, 3, 0.4)
+            (Some(1.0), 3, 0.4)
         );
         for (refused, field) in [
             ("[model]\npropagation_alpha = 0.0\n", "model.propagation_alpha"),
@@ -705,6 +745,42 @@ mod tests {
                 other => panic!("{refused}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn unset_propagation_and_consistency_are_on_for_one_device_and_off_on_a_mesh() {
+        let unset = TrainConfig::default();
+        assert_eq!((unset.propagation_steps(false), unset.consistency_weight(false)), (10, 1.0));
+        assert_eq!((unset.propagation_steps(true), unset.consistency_weight(true)), (0, 0.0));
+        // a mesh with neither set runs without them instead of refusing
+        let mesh = TrainConfig::from_toml_str("[mesh]
+dp = 2
+").unwrap_or_else(|e| panic!("{e}"));
+        mesh.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert!(mesh.mesh.is_parallel());
+        // set values hold everywhere: 0 turns them off, also on one device, and a mesh takes 0
+        let off = TrainConfig::from_toml_str("[model]
+propagation_steps = 0
+[training]
+consistency_weight = 0.0
+[mesh]
+cp = 2
+")
+            .unwrap_or_else(|e| panic!("{e}"));
+        off.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((off.propagation_steps(false), off.consistency_weight(false)), (0, 0.0));
+        let set = TrainConfig::from_toml_str("[model]
+propagation_steps = 3
+[training]
+consistency_weight = 0.5
+")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((set.propagation_steps(false), set.consistency_weight(false)), (3, 0.5));
+        // raw features where the logits are propagated, two hops elsewhere, unless set
+        assert_eq!((unset.feature_hops(false), unset.feature_hops(true)), (0, 2));
+        assert_eq!((off.feature_hops(false), set.feature_hops(false)), (2, 0));
+        let hops = TrainConfig::from_toml_str("[data]\nfeature_hops = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((hops.feature_hops(false), hops.feature_hops(true)), (1, 1));
     }
 
     #[test]

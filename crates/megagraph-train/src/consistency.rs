@@ -5,7 +5,7 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::config::TrainingConfig;
+use crate::config::TrainConfig;
 
 /// A step runs the model `samples` times, each with its own dropout masks. With `P_s` the
 /// class probabilities of sample `s`, `P̄` their mean and `P̂ ∝ P̄^{1/T}` (row-normalized,
@@ -24,12 +24,14 @@ pub struct ConsistencyRegularization {
 }
 
 impl ConsistencyRegularization {
-    /// The regularization `[training]` asks for: `None` when `consistency_weight` is 0.
-    pub fn from_config(training: &TrainingConfig) -> Option<Self> {
-        (training.consistency_weight > 0.0).then_some(Self {
-            samples: training.consistency_samples,
-            weight: training.consistency_weight,
-            temperature: training.consistency_temperature,
+    /// The regularization `config` asks for ([`TrainConfig::consistency_weight`]; a `parallel`
+    /// run, on a mesh or several nodes, has none unless set): `None` when it is off.
+    pub fn from_config(config: &TrainConfig, parallel: bool) -> Option<Self> {
+        let weight = config.consistency_weight(parallel);
+        (weight > 0.0).then_some(Self {
+            samples: config.training.consistency_samples,
+            weight,
+            temperature: config.training.consistency_temperature,
         })
     }
 

@@ -41,8 +41,8 @@ pub use attention::{AttentionConfig, AttentionMode, REFORM_TILE, ReformRule, Ref
 pub use beta::{BETA_LEVELS, BetaTuner};
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DataConfig, DistanceKind, MeshConfig, ModelConfig, OptimizerConfig, SyntheticConfig, SyntheticKind,
-    TrainConfig,
+    DEFAULT_CONSISTENCY_WEIGHT, DEFAULT_PROPAGATION_STEPS, DataConfig, DistanceKind, MeshConfig, ModelConfig,
+    OptimizerConfig, SyntheticConfig, SyntheticKind, TrainConfig,
     TrainingConfig,
 };
 pub use consistency::ConsistencyRegularization;

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData, backend::Backend};
 use megagraph_graph::Graph;
 
-use crate::config::ModelConfig;
+use crate::config::TrainConfig;
 use crate::features::gcn_norm;
 
 /// Personalized-PageRank propagation of per-node logits `H`:
@@ -47,9 +47,11 @@ pub struct PropagationEdges {
 }
 
 impl PredictionPropagation {
-    /// The propagation `[model]` asks for on `graph`: `None` when `propagation_steps` is 0.
-    pub fn from_config(model: &ModelConfig, graph: &Graph) -> Option<Self> {
-        (model.propagation_steps > 0).then(|| Self::new(model.propagation_steps, model.propagation_alpha, graph))
+    /// The propagation `config` asks for on `graph` ([`TrainConfig::propagation_steps`]; a
+    /// `parallel` run, on a mesh or several nodes, has none unless set): `None` when it is off.
+    pub fn from_config(config: &TrainConfig, parallel: bool, graph: &Graph) -> Option<Self> {
+        let steps = config.propagation_steps(parallel);
+        (steps > 0).then(|| Self::new(steps, config.model.propagation_alpha, graph))
     }
 
     /// `steps` rounds with teleport `alpha` over `graph`.

@@ -109,7 +109,7 @@ pub fn prepare_with_progress(
             &dataset.graph,
             features,
             config.data.feature_propagation,
-            config.data.feature_hops,
+            config.feature_hops(config.mesh.is_parallel()),
             config.data.ppr_alpha,
         ));
     }

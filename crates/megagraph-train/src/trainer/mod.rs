@@ -60,7 +60,8 @@ impl<'a> NodeClassificationTrainer<'a> {
         let data: Arc<SequenceDataset> = data.into();
         Self {
             config,
-            propagation: PredictionPropagation::from_config(&config.model, &data.dataset.graph).map(Arc::new),
+            propagation: PredictionPropagation::from_config(config, config.mesh.is_parallel(), &data.dataset.graph)
+                .map(Arc::new),
             data,
             nodes: None,
             epoch_seconds: |_, started| started.elapsed().as_secs_f64(),
@@ -70,8 +71,14 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
     /// (one device when the layout is `1 x 1 x 1`) and data parallelism spans the nodes. Every
     /// node must train with the same configuration and data; only node 0 writes checkpoints.
+    /// Several nodes train without the propagation of the logits and the consistency
+    /// regularization (unset: off; set: refused); prepare their data for that, with
+    /// `data.feature_hops` set ([`TrainConfig::feature_hops`] of a parallel run is 2).
     pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
         self.nodes = Some(nodes).filter(NodeConfig::is_multi_node);
+        // several nodes run the mesh engine: an unset propagation is off there
+        self.propagation = PredictionPropagation::from_config(self.config, self.is_parallel(), &self.data.dataset.graph)
+            .map(Arc::new);
         self
     }
 
@@ -95,6 +102,11 @@ impl<'a> NodeClassificationTrainer<'a> {
         &self.data
     }
 
+    /// Whether steps run on the mesh engine: a parallel `[mesh]` layout, or several nodes.
+    fn is_parallel(&self) -> bool {
+        self.config.mesh.is_parallel() || self.nodes.is_some()
+    }
+
     /// The model configuration this trainer builds for its dataset.
     pub fn model_config(&self) -> GraphTransformerConfig {
         let d = &self.data.dataset;
@@ -111,8 +123,22 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// [`TrainError::InvalidConfig`] naming the field when the layout cannot run, or a plan
     /// error.
     pub fn layout(&self) -> Result<Option<ParallelConfig>> {
-        if !self.config.mesh.is_parallel() && self.nodes.is_none() {
+        if !self.is_parallel() {
             return Ok(None);
+        }
+        // [`TrainConfig::validate`] refuses them on a mesh; several nodes (of one device each)
+        // run the mesh engine too
+        if self.config.model.propagation_steps.is_some_and(|steps| steps > 0) {
+            return Err(TrainError::InvalidConfig {
+                field: "model.propagation_steps",
+                reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
+            });
+        }
+        if self.config.training.consistency_weight.is_some_and(|weight| weight > 0.0) {
+            return Err(TrainError::InvalidConfig {
+                field: "training.consistency_weight",
+                reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
+            });
         }
         let steps = StepShape {
             seq_len: self.data.seq_len,
@@ -293,7 +319,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             structure_dropout: self.config.data.structure_dropout,
             label_smoothing: self.config.training.label_smoothing,
             propagation: self.propagation.clone(),
-            consistency: ConsistencyRegularization::from_config(&self.config.training),
+            consistency: ConsistencyRegularization::from_config(self.config, self.is_parallel()),
             device: devices[0].clone(),
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),

@@ -106,6 +106,45 @@ fn the_edge_encoding_on_a_mesh_reproduces_the_single_device_losses() {
     }
 }
 
+#[test]
+fn unset_propagation_and_consistency_are_on_for_one_device_and_off_on_a_mesh() {
+    let _turn = crate::turn();
+    let mut unset = config();
+    unset.model.propagation_steps = None;
+    unset.training.consistency_weight = None;
+    let data = data(&unset);
+    let mut on = unset.clone();
+    on.model.propagation_steps = Some(megagraph_train::DEFAULT_PROPAGATION_STEPS);
+    on.training.consistency_weight = Some(megagraph_train::DEFAULT_CONSISTENCY_WEIGHT);
+    let mut off = unset.clone();
+    off.model.propagation_steps = Some(0);
+    off.training.consistency_weight = Some(0.0);
+    let single_unset = fit(&unset, &data, &mut Quiet).unwrap_or_else(|e| panic!("unset: {e}"));
+    let single_on = fit(&on, &data, &mut Quiet).unwrap_or_else(|e| panic!("on: {e}"));
+    let single_off = fit(&off, &data, &mut Quiet).unwrap_or_else(|e| panic!("off: {e}"));
+    let losses = |report: &TrainReport| report.history.iter().map(|epoch| epoch.loss).collect::<Vec<_>>();
+    assert_eq!(losses(&single_unset), losses(&single_on), "one device: unset is not the default");
+    assert_ne!(losses(&single_unset), losses(&single_off), "one device: the defaults changed nothing");
+    // a mesh runs an unset config without them, as one device does with both off
+    let mut parallel = unset.clone();
+    parallel.mesh = MeshConfig::new(1, 1, 2, 1);
+    let report = fit(&parallel, &data, &mut Quiet).unwrap_or_else(|e| panic!("mesh: {e}"));
+    assert_same_losses("dp=2, both unset", &report, &single_off);
+    // set on a mesh, they are refused by name
+    for (field, mut refused) in [("model.propagation_steps", on.clone()), ("training.consistency_weight", on)] {
+        if field == "model.propagation_steps" {
+            refused.training.consistency_weight = None;
+        } else {
+            refused.model.propagation_steps = None;
+        }
+        refused.mesh = MeshConfig::new(1, 1, 2, 1);
+        match fit(&refused, &data, &mut Quiet) {
+            Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field),
+            other => panic!("{field} set on a mesh: expected a refusal, got {other:?}"),
+        }
+    }
+}
+
 /// An observer that interrupts training after `.0` epochs.
 struct StopAfter(usize);
 

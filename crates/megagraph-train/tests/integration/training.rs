@@ -13,7 +13,7 @@ fn tiny_config() -> TrainConfig {
     // Light regularization: these tests check learning and bookkeeping, not generalization.
     config.model.dropout = 0.1;
     config.model.input_dropout = 0.1;
-    config.model.key_dropout = TrainConfig::default().model.key_dropout;
+    config.model.key_dropout = 0.2;
     config.optimizer.lr = 0.01;
     config
 }
@@ -244,8 +244,8 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     let mut config = tiny_config();
     config.training.epochs = 4;
     config.model.dropout = 0.3;
-    config.model.propagation_steps = 5;
-    config.training.consistency_weight = 1.0;
+    config.model.propagation_steps = Some(5);
+    config.training.consistency_weight = Some(1.0);
     let device = Default::default();
     let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
         .fit::<Autodiff<Flex>>(&device, &mut Quiet)
@@ -260,7 +260,9 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     let propagated = evaluate(&config);
     assert_eq!((propagated.valid, propagated.test), (report.best_valid_accuracy, report.test_accuracy));
     let mut plain = config.clone();
-    plain.model.propagation_steps = 0;
+    plain.model.propagation_steps = Some(0);
+    // the same inputs: unset, the hop features follow the propagation
+    plain.data.feature_hops = Some(config.feature_hops(false));
     assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
 }
 
