@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.data.seq_len = args.seq_len;
     config.model.dropout = 0.1;
     config.model.input_dropout = 0.5;
-    config.model.key_dropout = 0.0;
+    config.model.key_dropout = Some(0.0);
 
     // Sequences with distance indexes, then Burn data loaders over the train and valid splits.
     let data = Arc::new(prepare(&config)?);

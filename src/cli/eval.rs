@@ -207,7 +207,7 @@ mod tests {
         let (config, seeds) = args.to_config().unwrap();
         assert_eq!(seeds, [10, 11, 12]);
         assert_eq!(config.training.epochs, 2);
-        assert_eq!(config.optimizer.lr, 0.01);
+        assert_eq!(config.optimizer.lr, Some(0.01));
         let error = eval_args(&["--seeds", "0"])
             .unwrap()
             .to_config()

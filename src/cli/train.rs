@@ -86,7 +86,8 @@ pub struct TrainArgs {
     /// Dropout on the raw input features.
     #[arg(long, value_name = "P")]
     pub input_dropout: Option<f64>,
-    /// Attention key dropout: probability of hiding a key node from all queries of a layer.
+    /// Attention key dropout: probability of hiding a key node from all queries of a layer
+    /// (unset: 0.5 where labels are scarce, 0.2 elsewhere).
     #[arg(long, value_name = "P")]
     pub key_dropout: Option<f64>,
     /// Graphormer's graph token: one learned position per sequence joined to every node, with
@@ -100,14 +101,14 @@ pub struct TrainArgs {
     #[arg(long)]
     pub edge_encoding: bool,
     /// APPNP's predict-then-propagate head: K rounds of Z ← (1 − α) Â Z + α H over the logits
-    /// H, the loss taken on Z (0 = off; unset: 10 on one device, off on a mesh; set, one device
-    /// only).
+    /// H, the loss taken on Z (0 = off; unset: 10 where labels are scarce, that is on one device
+    /// with a training split under 10% of the nodes, off elsewhere; one device only).
     #[arg(long, value_name = "K")]
     pub propagation_steps: Option<usize>,
     /// Teleport probability α of --propagation-steps, in (0, 1] (0.1).
     #[arg(long, value_name = "A")]
     pub propagation_alpha: Option<f64>,
-    /// Peak learning rate.
+    /// Peak learning rate (unset: 0.0005 where labels are scarce, 0.002 elsewhere).
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
     /// AdamW weight decay.
@@ -118,7 +119,7 @@ pub struct TrainArgs {
     pub label_smoothing: Option<f64>,
     /// Weight λ of GRAND's consistency regularization: each step runs the model
     /// --consistency-samples times under dropout and pulls every node's predictions towards
-    /// their sharpened mean (0 = off; unset: 1 on one device, off on a mesh; set, one device
+    /// their sharpened mean (0 = off; unset: 1 where labels are scarce, off elsewhere; one device
     /// only).
     #[arg(long, value_name = "L")]
     pub consistency_weight: Option<f64>,
@@ -356,14 +357,18 @@ impl TrainArgs {
         self.shape.apply(&mut c.model);
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
-        set(&mut c.model.key_dropout, &self.key_dropout);
+        if self.key_dropout.is_some() {
+            c.model.key_dropout = self.key_dropout;
+        }
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;
         if self.propagation_steps.is_some() {
             c.model.propagation_steps = self.propagation_steps;
         }
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
-        set(&mut c.optimizer.lr, &self.lr);
+        if self.lr.is_some() {
+            c.optimizer.lr = self.lr;
+        }
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
         if self.consistency_weight.is_some() {
@@ -441,9 +446,8 @@ pub fn train(
     backend.check()?;
     let mut config = config.clone();
     if nodes.is_some() && config.data.feature_hops.is_none() {
-        // several nodes train without the propagation of the logits (unless it is set, and
-        // then refused): the hop features of a run without it
-        config.data.feature_hops = Some(config.feature_hops(true));
+        // several nodes run the mesh engine: the hop features of a parallel run
+        config.data.feature_hops = Some(config.feature_hops(megagraph_train::RunContext::STANDARD));
     }
     let config = &config;
     let data = megagraph_train::prepare_with_progress(config, &PrepareBars::default())?;

@@ -83,9 +83,8 @@ pub struct DataConfig {
     /// Rounds of GCN-normalized feature propagation appended to the node features
     /// (`[X, ÂX, …, Â^k X]`); 0 = raw features only. Ignored for graphs without features.
     /// With `feature_propagation = "ppr"` it is APPNP's number of power-iteration steps K.
-    /// Unset (default): 0 where the logits are propagated (`model.propagation_steps`: one
-    /// device, unless set to 0), which spreads the predictions instead, and 2 elsewhere
-    /// ([`TrainConfig::feature_hops`]).
+    /// Unset (default): 0 where the logits are propagated (`model.propagation_steps`), which
+    /// spreads the predictions instead, and 2 elsewhere ([`TrainConfig::feature_hops`]).
     pub feature_hops: Option<usize>,
     /// How the propagated rounds become node inputs: `"concat"` (`[X, ÂX, …, Â^k X]`, width
     /// `(k + 1) × dim`) or `"ppr"` (APPNP's personalized-PageRank propagation: `[X, Z^K]` with
@@ -122,11 +121,45 @@ impl Default for DataConfig {
     }
 }
 
-/// `model.propagation_steps` when it is unset and the run is on one device: APPNP's `K = 10`.
+/// The training split's share of the nodes below which a run on one device takes the
+/// scarce-label defaults ([`RunContext::scarce_labels`]): Cora's public split labels 5% of the
+/// nodes, CiteSeer's 4%; Amazon-Photo's and Actor's random splits 60%.
+pub const SCARCE_LABEL_FRACTION: f64 = 0.1;
+
+/// `model.propagation_steps` when it is unset and labels are scarce: APPNP's `K = 10`.
 pub const DEFAULT_PROPAGATION_STEPS: usize = 10;
 
-/// `training.consistency_weight` when it is unset and the run is on one device: GRAND's `λ = 1`.
+/// `training.consistency_weight` when it is unset and labels are scarce: GRAND's `λ = 1`.
 pub const DEFAULT_CONSISTENCY_WEIGHT: f64 = 1.0;
+
+/// What the unset fields of a [`TrainConfig`]'s recipe (`model.propagation_steps`,
+/// `training.consistency_weight`, `data.feature_hops`, `model.key_dropout`, `optimizer.lr`)
+/// default to depends on: where the run trains and how many of its nodes carry training labels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunContext {
+    /// Steps run on a mesh or across several nodes (the mesh engine).
+    pub parallel: bool,
+    /// Training nodes over all nodes of the graph.
+    pub train_fraction: f64,
+}
+
+impl RunContext {
+    /// A run whose defaults are the standard ones: no propagation of the logits, no consistency
+    /// regularization, `[X, ÂX, Â²X]` inputs, key dropout 0.2, learning rate 0.002.
+    pub const STANDARD: Self = Self {
+        parallel: true,
+        train_fraction: 1.0,
+    };
+
+    /// Whether the run takes the scarce-label defaults: on one device (where the propagation of
+    /// the logits and the consistency regularization run) with a training split under
+    /// [`SCARCE_LABEL_FRACTION`] of the nodes. They are the propagation of the logits
+    /// ([`DEFAULT_PROPAGATION_STEPS`]), the consistency regularization
+    /// ([`DEFAULT_CONSISTENCY_WEIGHT`]), raw features, key dropout 0.5 and learning rate 0.0005.
+    pub fn scarce_labels(&self) -> bool {
+        !self.parallel && self.train_fraction < SCARCE_LABEL_FRACTION
+    }
+}
 
 /// Model section (`[model]`). Unset fields come from the preset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -153,8 +186,9 @@ pub struct ModelConfig {
     /// Key tile of the attention op. Default: 128.
     pub block_size: usize,
     /// Attention key dropout: while training, each layer hides each key from all queries with
-    /// this probability. Default: 0.5.
-    pub key_dropout: f64,
+    /// this probability. Unset (default): 0.5 where labels are scarce
+    /// ([`RunContext::scarce_labels`]), 0.2 elsewhere ([`TrainConfig::key_dropout`]).
+    pub key_dropout: Option<f64>,
     /// Graphormer's graph token: one learned position per sequence joined to every node, with
     /// its own learned spatial bias per head (a "virtual distance"); its output is dropped
     /// before the classifier. One device only (mesh 1 x 1 x 1) and full attention.
@@ -172,9 +206,9 @@ pub struct ModelConfig {
     /// evaluation over the whole graph. One device only (mesh 1 x 1 x 1). Applies to
     /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's
     /// loop); burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) scores the model's own
-    /// logits. `0` turns it off. Unset (default): [`DEFAULT_PROPAGATION_STEPS`] on one device,
-    /// off on a mesh or across nodes ([`TrainConfig::propagation_steps`]); set on a mesh, it is
-    /// refused.
+    /// logits. `0` turns it off. Unset (default): [`DEFAULT_PROPAGATION_STEPS`] where labels are
+    /// scarce ([`RunContext::scarce_labels`]: one device, a small training split), off elsewhere
+    /// ([`TrainConfig::propagation_steps`]); set above 0 on a mesh, it is refused.
     pub propagation_steps: Option<usize>,
     /// Teleport probability `α` of `propagation_steps`, in (0, 1]. Default: 0.1.
     pub propagation_alpha: f64,
@@ -182,7 +216,7 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     /// The model's own defaults ([`GraphTransformerConfig`]'s) with this trainer's dropout
-    /// recipe (dropout 0.5, input dropout 0.8, key dropout 0.5).
+    /// recipe (dropout 0.5, input dropout 0.8; key dropout unset).
     fn default() -> Self {
         let model = GraphTransformerConfig::new(1, 2);
         Self {
@@ -196,7 +230,7 @@ impl Default for ModelConfig {
             max_degree: model.max_degree,
             spatial_initial_decay: model.spatial_initial_decay,
             block_size: model.block_size,
-            key_dropout: 0.5,
+            key_dropout: None,
             graph_token: model.graph_token,
             edge_encoding: false,
             propagation_steps: None,
@@ -209,8 +243,9 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OptimizerConfig {
-    /// Peak learning rate. Default: 0.0005.
-    pub lr: f64,
+    /// Peak learning rate. Unset (default): 0.0005 where labels are scarce
+    /// ([`RunContext::scarce_labels`]), 0.002 elsewhere ([`TrainConfig::lr`]).
+    pub lr: Option<f64>,
     /// Decoupled weight decay. Default: 0.005.
     pub weight_decay: f64,
     /// Epochs of linear warm-up. Default: 5.
@@ -222,7 +257,7 @@ pub struct OptimizerConfig {
 impl Default for OptimizerConfig {
     fn default() -> Self {
         Self {
-            lr: 0.0005,
+            lr: None,
             weight_decay: 5e-3,
             warmup_epochs: 5,
             min_lr_ratio: 0.05,
@@ -282,8 +317,8 @@ pub struct TrainingConfig {
     /// towards their sharpened mean. Single-device steps of
     /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) only (not
     /// [`MegaGraphTrainer`](crate::MegaGraphTrainer)). `0` turns it off. Unset (default):
-    /// [`DEFAULT_CONSISTENCY_WEIGHT`] on one device, off on a mesh or across nodes
-    /// ([`TrainConfig::consistency_weight`]); set on a mesh, it is refused.
+    /// [`DEFAULT_CONSISTENCY_WEIGHT`] where labels are scarce ([`RunContext::scarce_labels`]),
+    /// off elsewhere ([`TrainConfig::consistency_weight`]); set above 0 on a mesh, it is refused.
     pub consistency_weight: Option<f64>,
     /// Forward passes per step of the consistency regularization, at least 2. Default: 2.
     pub consistency_samples: usize,
@@ -384,32 +419,59 @@ impl MeshConfig {
 }
 
 impl TrainConfig {
-    /// The rounds of APPNP's propagation of the logits a run makes: `model.propagation_steps`,
-    /// or when it is unset [`DEFAULT_PROPAGATION_STEPS`] on one device and 0 (off) when
-    /// `parallel` (a mesh, or several nodes), where the propagation does not run.
-    pub fn propagation_steps(&self, parallel: bool) -> usize {
+    /// The rounds of APPNP's propagation of the logits a run in `run` makes:
+    /// `model.propagation_steps`, or when it is unset [`DEFAULT_PROPAGATION_STEPS`] where labels
+    /// are scarce ([`RunContext::scarce_labels`]) and 0 (off) elsewhere.
+    pub fn propagation_steps(&self, run: RunContext) -> usize {
         self.model
             .propagation_steps
-            .unwrap_or(if parallel { 0 } else { DEFAULT_PROPAGATION_STEPS })
+            .unwrap_or(if run.scarce_labels() { DEFAULT_PROPAGATION_STEPS } else { 0 })
     }
 
-    /// The weight of the consistency regularization a run adds: `training.consistency_weight`,
-    /// or when it is unset [`DEFAULT_CONSISTENCY_WEIGHT`] on one device and 0 (off) when
-    /// `parallel` (a mesh, or several nodes), where the regularization does not run.
-    pub fn consistency_weight(&self, parallel: bool) -> f64 {
+    /// The weight of the consistency regularization a run in `run` adds:
+    /// `training.consistency_weight`, or when it is unset [`DEFAULT_CONSISTENCY_WEIGHT`] where
+    /// labels are scarce and 0 (off) elsewhere.
+    pub fn consistency_weight(&self, run: RunContext) -> f64 {
         self.training
             .consistency_weight
-            .unwrap_or(if parallel { 0.0 } else { DEFAULT_CONSISTENCY_WEIGHT })
+            .unwrap_or(if run.scarce_labels() { DEFAULT_CONSISTENCY_WEIGHT } else { 0.0 })
     }
 
     /// The rounds of feature propagation appended to the node features: `data.feature_hops`,
     /// or when it is unset 0 where the logits are propagated
-    /// ([`propagation_steps`](Self::propagation_steps) above 0; `parallel`: a mesh, or several
-    /// nodes) and 2 elsewhere.
-    pub fn feature_hops(&self, parallel: bool) -> usize {
+    /// ([`propagation_steps`](Self::propagation_steps) above 0) and 2 elsewhere.
+    pub fn feature_hops(&self, run: RunContext) -> usize {
         self.data
             .feature_hops
-            .unwrap_or(if self.propagation_steps(parallel) > 0 { 0 } else { 2 })
+            .unwrap_or(if self.propagation_steps(run) > 0 { 0 } else { 2 })
+    }
+
+    /// The attention key dropout: `model.key_dropout`, or when it is unset 0.5 where labels are
+    /// scarce and 0.2 elsewhere.
+    pub fn key_dropout(&self, run: RunContext) -> f64 {
+        self.model
+            .key_dropout
+            .unwrap_or(if run.scarce_labels() { 0.5 } else { 0.2 })
+    }
+
+    /// The peak learning rate: `optimizer.lr`, or when it is unset 0.0005 where labels are scarce
+    /// and 0.002 elsewhere.
+    pub fn lr(&self, run: RunContext) -> f64 {
+        self.optimizer
+            .lr
+            .unwrap_or(if run.scarce_labels() { 0.0005 } else { 0.002 })
+    }
+
+    /// This configuration with every unset field of the recipe set to its value for `run`
+    /// (each field's own method says which).
+    pub fn resolved(&self, run: RunContext) -> Self {
+        let mut config = self.clone();
+        config.model.propagation_steps = Some(self.propagation_steps(run));
+        config.training.consistency_weight = Some(self.consistency_weight(run));
+        config.data.feature_hops = Some(self.feature_hops(run));
+        config.model.key_dropout = Some(self.key_dropout(run));
+        config.optimizer.lr = Some(self.lr(run));
+        config
     }
 
     /// Reads a TOML config file.
@@ -460,7 +522,7 @@ impl TrainConfig {
         if !probability(self.data.structure_dropout) {
             return invalid("data.structure_dropout", "must be in [0, 1)");
         }
-        if !probability(self.model.key_dropout) {
+        if self.model.key_dropout.is_some_and(|p| !probability(p)) {
             return invalid("model.key_dropout", "must be in [0, 1)");
         }
         if !probability(self.training.label_smoothing) {
@@ -513,7 +575,7 @@ impl TrainConfig {
         if self.model.block_size == 0 {
             return invalid("model.block_size", "must be positive");
         }
-        if !(self.optimizer.lr > 0.0 && self.optimizer.lr.is_finite()) {
+        if self.optimizer.lr.is_some_and(|lr| !(lr > 0.0 && lr.is_finite())) {
             return invalid("optimizer.lr", "must be a positive number");
         }
         if !(0.0..=1.0).contains(&self.optimizer.min_lr_ratio) {
@@ -591,10 +653,11 @@ impl TrainConfig {
 
     /// The learning-rate schedule of `[optimizer]` and `training.epochs` for epochs of
     /// `steps_per_epoch` steps (a burn-train `Learner` gets it from
-    /// [`WarmupCosine::scheduler`]).
+    /// [`WarmupCosine::scheduler`]). An unset `optimizer.lr` is the standard 0.002: the trainer
+    /// calls this on its [`resolved`](Self::resolved) configuration.
     pub fn schedule(&self, steps_per_epoch: usize) -> WarmupCosine {
         WarmupCosine {
-            peak: self.optimizer.lr,
+            peak: self.lr(RunContext::STANDARD),
             warmup_steps: self.optimizer.warmup_epochs * steps_per_epoch,
             total_steps: self.training.epochs * steps_per_epoch,
             min_ratio: self.optimizer.min_lr_ratio,
@@ -602,7 +665,9 @@ impl TrainConfig {
     }
 
     /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`
-    /// (without the edge encoding, whose width is the dataset's: the trainer adds it).
+    /// (without the edge encoding, whose width is the dataset's: the trainer adds it). An unset
+    /// `model.key_dropout` is the standard 0.2: the trainer calls this on its
+    /// [`resolved`](Self::resolved) configuration.
     pub fn model_config(&self, feature_dim: Option<usize>, num_nodes: usize, num_classes: usize) -> GraphTransformerConfig {
         let base = self
             .model
@@ -622,7 +687,7 @@ impl TrainConfig {
         .with_max_distance(self.data.max_distance)
         .with_spatial_initial_decay(m.spatial_initial_decay)
         .with_block_size(m.block_size)
-        .with_key_dropout(m.key_dropout)
+        .with_key_dropout(self.key_dropout(RunContext::STANDARD))
         .with_graph_token(m.graph_token)
     }
 }
@@ -748,39 +813,51 @@ mod tests {
     }
 
     #[test]
-    fn unset_propagation_and_consistency_are_on_for_one_device_and_off_on_a_mesh() {
+    fn unset_recipe_fields_follow_the_run() {
+        let scarce = RunContext { parallel: false, train_fraction: 0.05 };
+        let plenty = RunContext { parallel: false, train_fraction: 0.6 };
+        let mesh = RunContext { parallel: true, train_fraction: 0.05 };
+        assert!(scarce.scarce_labels() && !plenty.scarce_labels() && !mesh.scarce_labels());
         let unset = TrainConfig::default();
-        assert_eq!((unset.propagation_steps(false), unset.consistency_weight(false)), (10, 1.0));
-        assert_eq!((unset.propagation_steps(true), unset.consistency_weight(true)), (0, 0.0));
+        let recipe = |config: &TrainConfig, run| {
+            (
+                config.propagation_steps(run),
+                config.consistency_weight(run),
+                config.feature_hops(run),
+                config.key_dropout(run),
+                config.lr(run),
+            )
+        };
+        assert_eq!(recipe(&unset, scarce), (DEFAULT_PROPAGATION_STEPS, DEFAULT_CONSISTENCY_WEIGHT, 0, 0.5, 0.0005));
+        for run in [plenty, mesh, RunContext::STANDARD] {
+            assert_eq!(recipe(&unset, run), (0, 0.0, 2, 0.2, 0.002), "{run:?}");
+        }
+        // resolving sets every field to its value for the run
+        let resolved = unset.resolved(scarce);
+        assert_eq!(recipe(&resolved, mesh), recipe(&unset, scarce));
         // a mesh with neither set runs without them instead of refusing
-        let mesh = TrainConfig::from_toml_str("[mesh]
-dp = 2
-").unwrap_or_else(|e| panic!("{e}"));
-        mesh.validate().unwrap_or_else(|e| panic!("{e}"));
-        assert!(mesh.mesh.is_parallel());
-        // set values hold everywhere: 0 turns them off, also on one device, and a mesh takes 0
-        let off = TrainConfig::from_toml_str("[model]
-propagation_steps = 0
-[training]
-consistency_weight = 0.0
-[mesh]
-cp = 2
-")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let on_mesh = TrainConfig::from_toml_str("[mesh]\ndp = 2\n").unwrap_or_else(|e| panic!("{e}"));
+        on_mesh.validate().unwrap_or_else(|e| panic!("{e}"));
+        // set values hold for every run: 0 turns them off, and a mesh takes 0
+        let text = "[model]\npropagation_steps = 0\n[training]\nconsistency_weight = 0.0\n[mesh]\ncp = 2\n";
+        let off = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
         off.validate().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((off.propagation_steps(false), off.consistency_weight(false)), (0, 0.0));
-        let set = TrainConfig::from_toml_str("[model]
-propagation_steps = 3
-[training]
-consistency_weight = 0.5
-")
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((set.propagation_steps(false), set.consistency_weight(false)), (3, 0.5));
-        // raw features where the logits are propagated, two hops elsewhere, unless set
-        assert_eq!((unset.feature_hops(false), unset.feature_hops(true)), (0, 2));
-        assert_eq!((off.feature_hops(false), set.feature_hops(false)), (2, 0));
-        let hops = TrainConfig::from_toml_str("[data]\nfeature_hops = 1\n").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((hops.feature_hops(false), hops.feature_hops(true)), (1, 1));
+        assert_eq!((off.propagation_steps(scarce), off.consistency_weight(scarce), off.feature_hops(scarce)), (0, 0.0, 2));
+        let text = "[data]\nfeature_hops = 1\n[model]\npropagation_steps = 3\nkey_dropout = 0.1\n[optimizer]\nlr = 0.01\n[training]\nconsistency_weight = 0.5\n";
+        let set = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        for run in [scarce, plenty] {
+            assert_eq!(recipe(&set, run), (3, 0.5, 1, 0.1, 0.01), "{run:?}");
+        }
+        for (refused, field) in [
+            ("[model]\nkey_dropout = 1.0\n", "model.key_dropout"),
+            ("[optimizer]\nlr = 0.0\n", "optimizer.lr"),
+        ] {
+            let config = TrainConfig::from_toml_str(refused).unwrap_or_else(|e| panic!("{e}"));
+            match config.validate() {
+                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::config::TrainConfig;
+use crate::config::{RunContext, TrainConfig};
 
 /// A step runs the model `samples` times, each with its own dropout masks. With `P_s` the
 /// class probabilities of sample `s`, `P̄` their mean and `P̂ ∝ P̄^{1/T}` (row-normalized,
@@ -24,10 +24,10 @@ pub struct ConsistencyRegularization {
 }
 
 impl ConsistencyRegularization {
-    /// The regularization `config` asks for ([`TrainConfig::consistency_weight`]; a `parallel`
-    /// run, on a mesh or several nodes, has none unless set): `None` when it is off.
-    pub fn from_config(config: &TrainConfig, parallel: bool) -> Option<Self> {
-        let weight = config.consistency_weight(parallel);
+    /// The regularization `config` asks for in `run` ([`TrainConfig::consistency_weight`]):
+    /// `None` when it is off.
+    pub fn from_config(config: &TrainConfig, run: RunContext) -> Option<Self> {
+        let weight = config.consistency_weight(run);
         (weight > 0.0).then_some(Self {
             samples: config.training.consistency_samples,
             weight,

@@ -42,7 +42,7 @@ pub use beta::{BETA_LEVELS, BetaTuner};
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
     DEFAULT_CONSISTENCY_WEIGHT, DEFAULT_PROPAGATION_STEPS, DataConfig, DistanceKind, MeshConfig, ModelConfig,
-    OptimizerConfig, SyntheticConfig, SyntheticKind, TrainConfig,
+    OptimizerConfig, RunContext, SCARCE_LABEL_FRACTION, SyntheticConfig, SyntheticKind, TrainConfig,
     TrainingConfig,
 };
 pub use consistency::ConsistencyRegularization;
@@ -60,7 +60,7 @@ pub use learner::{
 pub use metrics::{EpochMetrics, TrainReport};
 pub use prediction_propagation::{PredictionPropagation, PropagationEdges};
 pub use prefetch::RowLayout;
-pub use prepare::{load_dataset, prepare, prepare_with_progress};
+pub use prepare::{load_dataset, prepare, prepare_with_progress, train_fraction};
 pub use progress::PrepareProgress;
 pub use schedule::{WarmupCosine, WarmupCosineLr};
 pub use step_attention::StepAttention;

@@ -7,7 +7,7 @@ use megagraph_graph::{
     CsbmConfig, Dataset, GraphOptions, LoadOptions, SelfLoops, default_cache_dir,
 };
 
-use crate::config::{DistanceKind, SyntheticConfig, SyntheticKind, TrainConfig};
+use crate::config::{DistanceKind, RunContext, SyntheticConfig, SyntheticKind, TrainConfig};
 use crate::data::{SequenceDataset, SequenceOptions};
 use crate::error::{Result, TrainError};
 use crate::features::{propagated_features, row_normalized};
@@ -91,6 +91,11 @@ pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
     prepare_with_progress(config, &crate::Quiet)
 }
 
+/// The training split's share of `dataset`'s nodes ([`RunContext::train_fraction`]).
+pub fn train_fraction(dataset: &Dataset) -> f64 {
+    dataset.split.train.len() as f64 / dataset.graph.num_nodes().max(1) as f64
+}
+
 /// [`prepare`], reporting the long steps (loading an OGB edge file, partitioning, distance
 /// indexes) to `progress`.
 pub fn prepare_with_progress(
@@ -99,6 +104,12 @@ pub fn prepare_with_progress(
 ) -> Result<SequenceDataset> {
     config.validate()?;
     let mut dataset = load_dataset_with_progress(config, progress)?;
+    // the defaults of the unset recipe fields follow the run (a multi-node run that is not a
+    // mesh sets `data.feature_hops`: see `NodeClassificationTrainer::with_nodes`)
+    let run = RunContext {
+        parallel: config.mesh.is_parallel(),
+        train_fraction: train_fraction(&dataset),
+    };
     if let Some(features) = &dataset.features {
         let features = if config.data.normalize_features {
             &row_normalized(features)
@@ -109,7 +120,7 @@ pub fn prepare_with_progress(
             &dataset.graph,
             features,
             config.data.feature_propagation,
-            config.feature_hops(config.mesh.is_parallel()),
+            config.feature_hops(run),
             config.data.ppr_alpha,
         ));
     }

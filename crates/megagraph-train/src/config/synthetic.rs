@@ -45,6 +45,12 @@ pub struct SyntheticConfig {
     /// coordinate, `±signal_to_noise` for an intra-/inter-class edge, for
     /// `model.edge_encoding`. Default: 0.
     pub edge_feature_dim: usize,
+    /// Fraction of the nodes in the training split, in (0, 1]. Default: 0.6. Under
+    /// [`SCARCE_LABEL_FRACTION`](crate::SCARCE_LABEL_FRACTION) the run takes the scarce-label
+    /// defaults ([`RunContext`](crate::RunContext)), as on Cora's public split.
+    pub train_fraction: f64,
+    /// Fraction of the nodes in the validation split; the rest is the test split. Default: 0.2.
+    pub valid_fraction: f64,
     /// Seed of the generator (independent of `training.seed`, so the graph stays the same).
     pub seed: u64,
 }
@@ -62,6 +68,8 @@ impl Default for SyntheticConfig {
             feature_dim: csbm.feature_dim,
             signal_to_noise: csbm.signal_to_noise,
             edge_feature_dim: csbm.edge_feature_dim,
+            train_fraction: csbm.train_fraction,
+            valid_fraction: csbm.valid_fraction,
             seed: csbm.seed,
         }
     }
@@ -79,6 +87,8 @@ impl SyntheticConfig {
             feature_dim: self.feature_dim,
             signal_to_noise: self.signal_to_noise,
             edge_feature_dim: self.edge_feature_dim,
+            train_fraction: self.train_fraction,
+            valid_fraction: self.valid_fraction,
             seed: self.seed,
             ..CsbmConfig::default()
         }
@@ -138,6 +148,18 @@ impl SyntheticConfig {
         }
         if self.kind == SyntheticKind::PowerLaw && !(self.exponent.is_finite() && self.exponent > 1.0) {
             return invalid("synthetic.exponent", format!("must be finite and above 1, got {}", self.exponent));
+        }
+        if !(self.train_fraction > 0.0 && self.train_fraction <= 1.0) {
+            return invalid("synthetic.train_fraction", format!("must be in (0, 1], got {}", self.train_fraction));
+        }
+        if !(self.valid_fraction >= 0.0 && self.train_fraction + self.valid_fraction <= 1.0 + 1e-9) {
+            return invalid(
+                "synthetic.valid_fraction",
+                format!(
+                    "must be >= 0 with train_fraction + valid_fraction at most 1, got {} + {}",
+                    self.train_fraction, self.valid_fraction
+                ),
+            );
         }
         Ok(())
     }

@@ -21,7 +21,7 @@ use megagraph_parallel::{ContextParallelBackend, CpMode, NodeConfig, OptimizerRe
 use crate::attention::AttentionMode;
 use crate::attention_schedule::AttentionSchedule;
 use crate::checkpoint::Checkpointer;
-use crate::config::{MeshConfig, TrainConfig};
+use crate::config::{MeshConfig, RunContext, TrainConfig};
 use crate::consistency::ConsistencyRegularization;
 use crate::data::SequenceDataset;
 use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
@@ -30,6 +30,7 @@ use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
 use crate::parallel::{StepShape, resolve_layout};
 use crate::prediction_propagation::PredictionPropagation;
+use crate::prepare::train_fraction;
 use crate::prefetch::RowLayout;
 
 pub use evaluate::SplitAccuracy;
@@ -44,7 +45,10 @@ use crate::observer::{TrainObserver, TrainOutcome};
 /// same sequences, so with dropout 0 the losses agree; checkpoints hold the whole model and its
 /// optimizer state, so a run may resume on another mesh.
 pub struct NodeClassificationTrainer<'a> {
-    config: &'a TrainConfig,
+    /// The configuration as given.
+    given: &'a TrainConfig,
+    /// `given` with the unset fields of its recipe set for this run ([`TrainConfig::resolved`]).
+    config: TrainConfig,
     data: Arc<SequenceDataset>,
     nodes: Option<NodeConfig>,
     /// APPNP's propagation of the logits (`[model] propagation_steps`), if on.
@@ -56,29 +60,54 @@ pub struct NodeClassificationTrainer<'a> {
 
 impl<'a> NodeClassificationTrainer<'a> {
     /// A trainer for `data` (a [`SequenceDataset`] or an `Arc` of one) configured by `config`.
+    ///
+    /// The unset fields of `config`'s recipe take their values for this run
+    /// ([`RunContext`]: one device or a mesh, and the share of `data`'s nodes in its training
+    /// split); prepare `data` with the same `config` (its `[mesh]` included).
     pub fn new(config: &'a TrainConfig, data: impl Into<Arc<SequenceDataset>>) -> Self {
         let data: Arc<SequenceDataset> = data.into();
-        Self {
-            config,
-            propagation: PredictionPropagation::from_config(config, config.mesh.is_parallel(), &data.dataset.graph)
-                .map(Arc::new),
+        let mut trainer = Self {
+            given: config,
+            config: config.clone(),
+            propagation: None,
             data,
             nodes: None,
             epoch_seconds: |_, started| started.elapsed().as_secs_f64(),
+        };
+        trainer.resolve();
+        trainer
+    }
+
+    /// The run this trainer's unset recipe fields follow.
+    pub fn run_context(&self) -> RunContext {
+        RunContext {
+            parallel: self.is_parallel(),
+            train_fraction: train_fraction(&self.data.dataset),
         }
+    }
+
+    /// The configuration this trainer trains with: the one given, with the unset fields of its
+    /// recipe set for this run ([`TrainConfig::resolved`]).
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// Sets [`config`](Self::config) and the propagation from the given configuration and the
+    /// run.
+    fn resolve(&mut self) {
+        self.config = self.given.resolved(self.run_context());
+        self.propagation = PredictionPropagation::from_config(&self.config, self.run_context()).map(Arc::new);
     }
 
     /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
     /// (one device when the layout is `1 x 1 x 1`) and data parallelism spans the nodes. Every
     /// node must train with the same configuration and data; only node 0 writes checkpoints.
-    /// Several nodes train without the propagation of the logits and the consistency
-    /// regularization (unset: off; set: refused); prepare their data for that, with
-    /// `data.feature_hops` set ([`TrainConfig::feature_hops`] of a parallel run is 2).
+    /// Several nodes run the mesh engine, so the recipe's unset fields take their values for a
+    /// parallel run ([`RunContext`]): prepare their data with `data.feature_hops` set
+    /// ([`TrainConfig::feature_hops`] of a parallel run is 2) unless `[mesh]` is parallel too.
     pub fn with_nodes(mut self, nodes: NodeConfig) -> Self {
         self.nodes = Some(nodes).filter(NodeConfig::is_multi_node);
-        // several nodes run the mesh engine: an unset propagation is off there
-        self.propagation = PredictionPropagation::from_config(self.config, self.is_parallel(), &self.data.dataset.graph)
-            .map(Arc::new);
+        self.resolve();
         self
     }
 
@@ -128,13 +157,13 @@ impl<'a> NodeClassificationTrainer<'a> {
         }
         // [`TrainConfig::validate`] refuses them on a mesh; several nodes (of one device each)
         // run the mesh engine too
-        if self.config.model.propagation_steps.is_some_and(|steps| steps > 0) {
+        if self.given.model.propagation_steps.is_some_and(|steps| steps > 0) {
             return Err(TrainError::InvalidConfig {
                 field: "model.propagation_steps",
                 reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
             });
         }
-        if self.config.training.consistency_weight.is_some_and(|weight| weight > 0.0) {
+        if self.given.training.consistency_weight.is_some_and(|weight| weight > 0.0) {
             return Err(TrainError::InvalidConfig {
                 field: "training.consistency_weight",
                 reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
@@ -319,7 +348,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             structure_dropout: self.config.data.structure_dropout,
             label_smoothing: self.config.training.label_smoothing,
             propagation: self.propagation.clone(),
-            consistency: ConsistencyRegularization::from_config(self.config, self.is_parallel()),
+            consistency: ConsistencyRegularization::from_config(&self.config, self.run_context()),
             device: devices[0].clone(),
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),

@@ -92,14 +92,14 @@ mod tests {
             ]),
         )
         .unwrap();
-        assert_eq!(config.optimizer.lr, 0.01);
+        assert_eq!(config.optimizer.lr, Some(0.01));
         assert_eq!(config.model.layers, Some(3));
         assert_eq!(
             config.data.sequences,
             megagraph_graph::SequenceStrategy::Random
         );
         let mut expected = base.clone();
-        expected.optimizer.lr = 0.01;
+        expected.optimizer.lr = Some(0.01);
         expected.model.layers = Some(3);
         expected.data.sequences = megagraph_graph::SequenceStrategy::Random;
         assert_eq!(config, expected);
@@ -122,7 +122,10 @@ mod tests {
         assert!(message.contains("model.layers"), "{message}");
         let message = error("model.dropout", toml::Value::Float(1.5));
         assert!(message.contains("model.dropout"), "{message}");
+        let message = error("model.dropout.rate", toml::Value::Float(0.1));
+        assert!(message.contains("`model.dropout` is a value"), "{message}");
+        // a key that is unset in the base still names itself
         let message = error("optimizer.lr.peak", toml::Value::Float(0.1));
-        assert!(message.contains("`optimizer.lr` is a value"), "{message}");
+        assert!(message.contains("optimizer.lr.peak"), "{message}");
     }
 }

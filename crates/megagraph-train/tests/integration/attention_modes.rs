@@ -13,7 +13,7 @@ fn tiny_config(mode: AttentionMode) -> TrainConfig {
     // 5 sequences of at most 64 nodes, 2 per step: 3 steps per epoch
     config.training.epochs = 4;
     config.training.batch_size = 2;
-    config.optimizer.lr = 0.01;
+    config.optimizer.lr = Some(0.01);
     config.optimizer.warmup_epochs = 1;
     config.attention.mode = mode;
     config

@@ -18,7 +18,7 @@ pub(crate) fn tiny_config() -> TrainConfig {
     config.model.ffn_hidden = Some(16);
     config.model.dropout = 0.0;
     config.model.input_dropout = 0.0;
-    config.model.key_dropout = 0.0;
+    config.model.key_dropout = Some(0.0);
     config.model.propagation_steps = Some(0);
     config.training.consistency_weight = Some(0.0);
     config

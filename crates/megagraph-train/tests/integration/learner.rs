@@ -397,7 +397,7 @@ fn learner_equals_the_command_line_loop(graph_token: bool) -> megagraph_train::A
     config.model.graph_token = graph_token;
     config.training.epochs = epochs;
     config.training.batch_size = 16;
-    config.optimizer.lr = 0.01;
+    config.optimizer.lr = Some(0.01);
     let setup = Setup::new(config);
     let config = &setup.config;
     // every sequence holds training nodes: one step of all of them per epoch on both paths
@@ -477,7 +477,7 @@ fn label_smoothing_reaches_the_learner_the_command_line_loop_and_the_mesh() {
     let mut config = crate::fixtures::tiny_config();
     config.training.epochs = epochs;
     config.training.batch_size = 16;
-    config.optimizer.lr = 0.01;
+    config.optimizer.lr = Some(0.01);
     config.training.label_smoothing = 0.2;
     // 6 sequences: one step of all of them per epoch, which dp = 2 divides
     config.data.seq_len = 50;

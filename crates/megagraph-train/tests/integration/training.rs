@@ -13,8 +13,8 @@ fn tiny_config() -> TrainConfig {
     // Light regularization: these tests check learning and bookkeeping, not generalization.
     config.model.dropout = 0.1;
     config.model.input_dropout = 0.1;
-    config.model.key_dropout = 0.2;
-    config.optimizer.lr = 0.01;
+    config.model.key_dropout = Some(0.2);
+    config.optimizer.lr = Some(0.01);
     config
 }
 
@@ -245,6 +245,8 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     config.training.epochs = 4;
     config.model.dropout = 0.3;
     config.model.propagation_steps = Some(5);
+    // the same inputs with and without the propagation (unset, the hop features follow it)
+    config.data.feature_hops = Some(0);
     config.training.consistency_weight = Some(1.0);
     let device = Default::default();
     let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
@@ -261,8 +263,6 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     assert_eq!((propagated.valid, propagated.test), (report.best_valid_accuracy, report.test_accuracy));
     let mut plain = config.clone();
     plain.model.propagation_steps = Some(0);
-    // the same inputs: unset, the hop features follow the propagation
-    plain.data.feature_hops = Some(config.feature_hops(false));
     assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
 }
 
