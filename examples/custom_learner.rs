@@ -27,7 +27,7 @@ use megagraph::train::burn_train::metric::{AccuracyMetric, LossMetric};
 use megagraph::train::burn_train::{MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
 use megagraph::train::{
     MegaGraphTrainer, NodeClassifier, SequenceBatch, SequenceBatcher, SplitRole, SplitSequences,
-    TrainConfig, prepare,
+    RunContext, TrainConfig, prepare,
 };
 
 type B = Autodiff<Flex>;
@@ -69,6 +69,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.model.dropout = 0.1;
     config.model.input_dropout = 0.5;
     config.model.key_dropout = Some(0.0);
+    // MegaGraphTrainer scores the model's own logits (no propagation of them): the defaults and
+    // the inputs of such a run, whatever the dataset's share of training labels
+    config = config.resolved(RunContext::STANDARD);
 
     // Sequences with distance indexes, then Burn data loaders over the train and valid splits.
     let data = Arc::new(prepare(&config)?);

@@ -13,22 +13,25 @@ use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData, backend::Backend};
 use megagraph_graph::Graph;
 
 use crate::config::{RunContext, TrainConfig};
+use crate::features::gcn_norm;
 
 /// Personalized-PageRank propagation of per-node logits `H`:
 /// `Z⁰ = H`, `Z^{t+1} = (1 − α) Â Z^t + α H` for `steps` rounds, with
-/// `Â = D^-1/2 (A + I) D^-1/2` the GCN normalization (self loops included; the normalization
-/// feature propagation and Correct & Smooth use).
+/// `Â = D^-1/2 (A + I) D^-1/2` the GCN normalization of the whole graph (self loops included;
+/// the normalization feature propagation and Correct & Smooth use).
 ///
-/// A training step propagates over the nodes of its batch: the subgraph they induce, normalized
-/// by its own degrees (Cluster-GCN's batches), so that a node whose neighbours are mostly in other
-/// batches still passes on as much as it keeps, as it does over the whole graph. A batch that
-/// holds every sequence is therefore exact APPNP. Evaluation propagates over the whole graph.
+/// A training step propagates over the nodes of its batch: the edges of `Â` whose two ends are
+/// both in the batch, with the whole graph's weights (Cluster-GCN's induced subgraph). A batch
+/// that holds every sequence is therefore exact APPNP. Evaluation propagates over the whole
+/// graph.
 #[derive(Clone, Debug)]
 pub struct PredictionPropagation {
     /// Rounds `K` of propagation, at least 1.
     pub steps: usize,
     /// Teleport probability `α`, in (0, 1].
     pub alpha: f64,
+    /// `1 / sqrt(deg(v) + 1)` of every node of the graph.
+    norm: Vec<f32>,
 }
 
 /// The edges of `Â` among the positions of a batch: message `source → target` with `weight`,
@@ -39,44 +42,45 @@ pub struct PropagationEdges {
     pub source: Vec<i64>,
     /// Position receiving it.
     pub target: Vec<i64>,
-    /// The induced subgraph's `Â` entry of the pair.
+    /// `Â`'s entry of the pair.
     pub weight: Vec<f32>,
 }
 
 impl PredictionPropagation {
-    /// The propagation `config` asks for in `run` ([`TrainConfig::propagation_steps`]): `None`
-    /// when it is off.
-    pub fn from_config(config: &TrainConfig, run: RunContext) -> Option<Self> {
+    /// The propagation `config` asks for in `run` on `graph` ([`TrainConfig::propagation_steps`]):
+    /// `None` when it is off.
+    pub fn from_config(config: &TrainConfig, run: RunContext, graph: &Graph) -> Option<Self> {
         let steps = config.propagation_steps(run);
-        (steps > 0).then(|| Self::new(steps, config.model.propagation_alpha))
+        (steps > 0).then(|| Self::new(steps, config.model.propagation_alpha, graph))
     }
 
-    /// `steps` rounds with teleport `alpha`.
-    pub fn new(steps: usize, alpha: f64) -> Self {
-        Self { steps, alpha }
+    /// `steps` rounds with teleport `alpha` over `graph`.
+    pub fn new(steps: usize, alpha: f64, graph: &Graph) -> Self {
+        Self {
+            steps,
+            alpha,
+            norm: gcn_norm(graph, graph.num_nodes()),
+        }
     }
 
-    /// The edges of `Â` of the subgraph of `graph` induced by `nodes` (the node at each position,
-    /// `None` for padding): a self loop at every position that holds a node, and both directions
-    /// of every graph edge whose ends are both present, weighted `1 / sqrt(d(u) d(v))` with `d`
-    /// the degrees in that subgraph, self loop included. A node is expected at most once.
+    /// The edges of `Â` among `nodes` (the node at each position, `None` for padding): a self
+    /// loop at every position that holds a node, and both directions of every graph edge whose
+    /// ends are both present. A node is expected at most once.
     pub fn edges(&self, graph: &Graph, nodes: &[Option<u32>]) -> PropagationEdges {
         let position: HashMap<u32, usize> = nodes
             .iter()
             .enumerate()
             .filter_map(|(p, node)| node.map(|node| (node, p)))
             .collect();
-        let present = |node: u32| graph.neighbors(node).iter().filter_map(|neighbour| position.get(neighbour));
-        let norm: Vec<f32> = nodes
-            .iter()
-            .map(|node| node.map_or(0.0, |node| 1.0 / ((present(node).count() + 1) as f32).sqrt()))
-            .collect();
         let mut edges = PropagationEdges::default();
         for (target, node) in nodes.iter().enumerate() {
             let Some(node) = *node else { continue };
-            edges.push(target, target, norm[target] * norm[target]);
-            for &source in present(node) {
-                edges.push(source, target, norm[target] * norm[source]);
+            let norm = self.norm[node as usize];
+            edges.push(target, target, norm * norm);
+            for &neighbour in graph.neighbors(node) {
+                if let Some(&source) = position.get(&neighbour) {
+                    edges.push(source, target, norm * self.norm[neighbour as usize]);
+                }
             }
         }
         edges
@@ -143,13 +147,11 @@ mod tests {
         Graph::from_edges(n, &edges, &GraphOptions::default()).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// APPNP by hand in float64 on the dense `Â` of the subgraph induced by `kept` (its own
-    /// degrees): rows of dropped nodes are `α H` (they receive nothing) and send nothing.
+    /// APPNP by hand in float64 on the dense `Â` of the subgraph induced by `kept`: rows of
+    /// dropped nodes are `α H` (they receive nothing) and send nothing.
     fn reference(graph: &Graph, kept: &[bool], h: &[f64], c: usize, steps: usize, alpha: f64) -> Vec<f64> {
         let n = graph.num_nodes();
-        let degree: Vec<f64> = (0..n)
-            .map(|v| (graph.neighbors(v as u32).iter().filter(|&&u| kept[u as usize]).count() + 1) as f64)
-            .collect();
+        let degree: Vec<f64> = (0..n).map(|v| (graph.neighbors(v as u32).len() + 1) as f64).collect();
         let mut a = vec![vec![0.0; n]; n];
         for v in (0..n).filter(|&v| kept[v]) {
             a[v][v] = 1.0 / degree[v];
@@ -191,7 +193,7 @@ mod tests {
                     None => vec![0.0; c],
                 })
                 .collect();
-            let propagation = PredictionPropagation::new(steps, alpha);
+            let propagation = PredictionPropagation::new(steps, alpha, &graph);
             let logits = Tensor::<B, 2>::from_data(TensorData::new(rows, [nodes.len(), c]), &Default::default());
             let out = propagation.apply(logits, &propagation.edges(&graph, &nodes));
             let out: Vec<f32> = out.into_data().iter::<f32>().collect();
@@ -217,7 +219,7 @@ mod tests {
         // a fixed random readout w makes the scalar loss Σ w ⊙ Z
         let w: Vec<f64> = (0..n * c).map(|_| rng.random_range(-1.0..1.0)).collect();
         let (steps, alpha) = (6, 0.2);
-        let propagation = PredictionPropagation::new(steps, alpha);
+        let propagation = PredictionPropagation::new(steps, alpha, &graph);
         let kept = vec![true; n];
         let loss = |h: &[f64]| -> f64 {
             reference(&graph, &kept, h, c, steps, alpha).iter().zip(&w).map(|(z, w)| z * w).sum()

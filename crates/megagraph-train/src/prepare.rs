@@ -87,6 +87,11 @@ fn synthetic_dataset(synthetic: &SyntheticConfig) -> Result<Dataset> {
 }
 
 /// Loads the dataset and turns it into sequences with distance indexes.
+///
+/// An unset `data.feature_hops` follows the run ([`TrainConfig::feature_hops`]): 0 on one device
+/// where labels are scarce, since [`NodeClassificationTrainer`](crate::NodeClassificationTrainer)
+/// then propagates the logits. burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) does
+/// not: set it for that trainer (or prepare `config.resolved(RunContext::STANDARD)`).
 pub fn prepare(config: &TrainConfig) -> Result<SequenceDataset> {
     prepare_with_progress(config, &crate::Quiet)
 }

@@ -96,7 +96,8 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// run.
     fn resolve(&mut self) {
         self.config = self.given.resolved(self.run_context());
-        self.propagation = PredictionPropagation::from_config(&self.config, self.run_context()).map(Arc::new);
+        self.propagation = PredictionPropagation::from_config(&self.config, self.run_context(), &self.data.dataset.graph)
+            .map(Arc::new);
     }
 
     /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
