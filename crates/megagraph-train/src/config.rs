@@ -462,6 +462,25 @@ impl TrainConfig {
             .unwrap_or(if run.scarce_labels() { 0.0005 } else { 0.002 })
     }
 
+    /// Refuses, when the run is `parallel` (a mesh, or several nodes), what runs on one device
+    /// only: the propagation of the logits or the consistency regularization set above 0 (unset,
+    /// they are off there).
+    pub(crate) fn check_one_device_only(&self, parallel: bool) -> Result<()> {
+        let refuse = |field| {
+            Err(TrainError::InvalidConfig {
+                field,
+                reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
+            })
+        };
+        if parallel && self.training.consistency_weight.is_some_and(|weight| weight > 0.0) {
+            return refuse("training.consistency_weight");
+        }
+        if parallel && self.model.propagation_steps.is_some_and(|steps| steps > 0) {
+            return refuse("model.propagation_steps");
+        }
+        Ok(())
+    }
+
     /// This configuration with every unset field of the recipe set to its value for `run`
     /// (each field's own method says which).
     pub fn resolved(&self, run: RunContext) -> Self {
@@ -557,18 +576,7 @@ impl TrainConfig {
         if !(self.training.consistency_temperature > 0.0 && self.training.consistency_temperature <= 1.0) {
             return invalid("training.consistency_temperature", "must be in (0, 1]");
         }
-        if self.training.consistency_weight.is_some_and(|weight| weight > 0.0) && self.mesh.is_parallel() {
-            return invalid(
-                "training.consistency_weight",
-                "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1",
-            );
-        }
-        if self.model.propagation_steps.is_some_and(|steps| steps > 0) && self.mesh.is_parallel() {
-            return invalid(
-                "model.propagation_steps",
-                "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1",
-            );
-        }
+        self.check_one_device_only(self.mesh.is_parallel())?;
         if !probability(self.model.input_dropout) {
             return invalid("model.input_dropout", "must be in [0, 1)");
         }

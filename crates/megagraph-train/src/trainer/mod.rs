@@ -95,9 +95,9 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// Sets [`config`](Self::config) and the propagation from the given configuration and the
     /// run.
     fn resolve(&mut self) {
-        self.config = self.given.resolved(self.run_context());
-        self.propagation = PredictionPropagation::from_config(&self.config, self.run_context(), &self.data.dataset.graph)
-            .map(Arc::new);
+        let run = self.run_context();
+        self.config = self.given.resolved(run);
+        self.propagation = PredictionPropagation::from_config(&self.config, run, &self.data.dataset.graph).map(Arc::new);
     }
 
     /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
@@ -156,20 +156,9 @@ impl<'a> NodeClassificationTrainer<'a> {
         if !self.is_parallel() {
             return Ok(None);
         }
-        // [`TrainConfig::validate`] refuses them on a mesh; several nodes (of one device each)
-        // run the mesh engine too
-        if self.given.model.propagation_steps.is_some_and(|steps| steps > 0) {
-            return Err(TrainError::InvalidConfig {
-                field: "model.propagation_steps",
-                reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
-            });
-        }
-        if self.given.training.consistency_weight.is_some_and(|weight| weight > 0.0) {
-            return Err(TrainError::InvalidConfig {
-                field: "training.consistency_weight",
-                reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
-            });
-        }
+        // [`TrainConfig::validate`] checks a parallel `[mesh]`; several nodes run the mesh
+        // engine too
+        self.given.check_one_device_only(true)?;
         let steps = StepShape {
             seq_len: self.data.seq_len,
             sequences_per_step: self.batch_size(),
