@@ -704,6 +704,15 @@ impl TrainConfig {
 mod tests {
     use super::*;
 
+    /// Asserts that the config `text` parses and that validation refuses it, naming `field`.
+    fn assert_refused(text: &str, field: &str) {
+        let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        match config.validate() {
+            Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{text}"),
+            other => panic!("{text}: expected a refusal naming {field}, got {other:?}"),
+        }
+    }
+
     #[test]
     fn every_example_config_parses_and_validates() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/train");
@@ -748,11 +757,7 @@ mod tests {
             "[data]\nmax_distance = 254\n",
         ] {
             let text = format!("[model]\ngraph_token = true\n{refused}");
-            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
-            match config.validate() {
-                Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "model.graph_token", "{refused}"),
-                other => panic!("{refused}: {other:?}"),
-            }
+            assert_refused(&text, "model.graph_token");
         }
     }
 
@@ -776,19 +781,10 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{accepted}: {e}"));
         }
         // Ulysses would send the bias through its all-to-all: refused, naming the mode
-        let ulysses = TrainConfig::from_toml_str("[model]\nedge_encoding = true\n[mesh]\ncp = 2\ncp_mode = \"ulysses\"\n")
-            .unwrap_or_else(|e| panic!("{e}"));
-        match ulysses.validate() {
-            Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "mesh.cp_mode"),
-            other => panic!("ulysses: {other:?}"),
-        }
+        assert_refused("[model]\nedge_encoding = true\n[mesh]\ncp = 2\ncp_mode = \"ulysses\"\n", "mesh.cp_mode");
         for refused in ["[attention]\nmode = \"sparse\"\n", "[data]\nmax_distance = 0\n"] {
             let text = format!("[model]\nedge_encoding = true\n{refused}");
-            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
-            match config.validate() {
-                Err(TrainError::InvalidConfig { field, .. }) => assert_eq!(field, "model.edge_encoding", "{refused}"),
-                other => panic!("{refused}: {other:?}"),
-            }
+            assert_refused(&text, "model.edge_encoding");
         }
     }
 
@@ -812,11 +808,7 @@ mod tests {
             ("[training]\nconsistency_temperature = 0.0\n", "training.consistency_temperature"),
             ("[training]\nconsistency_weight = 1.0\n[mesh]\ncp = 2\n", "training.consistency_weight"),
         ] {
-            let config = TrainConfig::from_toml_str(refused).unwrap_or_else(|e| panic!("{e}"));
-            match config.validate() {
-                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
-                other => panic!("{refused}: {other:?}"),
-            }
+            assert_refused(refused, field);
         }
     }
 
@@ -860,11 +852,7 @@ mod tests {
             ("[model]\nkey_dropout = 1.0\n", "model.key_dropout"),
             ("[optimizer]\nlr = 0.0\n", "optimizer.lr"),
         ] {
-            let config = TrainConfig::from_toml_str(refused).unwrap_or_else(|e| panic!("{e}"));
-            match config.validate() {
-                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
-                other => panic!("{refused}: {other:?}"),
-            }
+            assert_refused(refused, field);
         }
     }
 
@@ -882,11 +870,7 @@ mod tests {
             ("[data]\nppr_alpha = 0.0\n", "data.ppr_alpha"),
             ("[data]\nppr_alpha = 1.5\n", "data.ppr_alpha"),
         ] {
-            let config = TrainConfig::from_toml_str(refused).unwrap_or_else(|e| panic!("{e}"));
-            match config.validate() {
-                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
-                other => panic!("{refused}: {other:?}"),
-            }
+            assert_refused(refused, field);
         }
         let unknown = TrainConfig::from_toml_str("[data]\nfeature_propagation = \"sum\"\n");
         assert!(unknown.is_err_and(|e| e.contains("line 2")), "an unknown mode names its line");
@@ -916,11 +900,7 @@ mod tests {
             ("correct_scale = inf", "training.correct_scale"),
         ] {
             let text = format!("[training]\ncorrect_smooth = true\n{refused}\n");
-            let config = TrainConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
-            match config.validate() {
-                Err(TrainError::InvalidConfig { field: got, .. }) => assert_eq!(got, field, "{refused}"),
-                other => panic!("{refused}: {other:?}"),
-            }
+            assert_refused(&text, field);
         }
         // the bounds are inclusive
         let text = "[training]\ncorrect_alpha = 0.0\nsmooth_alpha = 1.0\ncorrect_smooth_steps = 1\n";
