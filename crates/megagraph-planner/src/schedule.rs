@@ -13,14 +13,16 @@
 //! measured with every rank computing. The simulation runs each pass at the rate its duration
 //! under the stages computing at that moment gives, from event to event.
 //!
-//! **Backward passes that wait for each other** ([`BackwardOverlap::WaitsForOthers`]). The
-//! parallel runtime runs the ranks of a machine as threads of one process. Burn 0.21's autodiff
-//! ends every backward pass with a sweep that locks every autodiff graph of the process, while a
-//! backward pass holds its own graph's lock as long as it computes. So a stage whose backward
-//! pass ends while another stage's is still computing cannot return before that one ends.
-//! On CPU workers, where the computation happens under the lock, this is what the runtime does
-//! and what the simulation then models; GPU backends hold the lock only while queueing
-//! kernels. (Burn's upstream fix, a sweep that skips locked graphs, came after 0.21.)
+//! **Backward passes that wait for each other** ([`BackwardOverlap::WaitsForOthers`]). A
+//! runtime that runs the ranks of a machine as threads of one process on Burn 0.21.0's autodiff
+//! as published ends every backward pass with a sweep that locks every autodiff graph of the
+//! process, while a backward pass holds its own graph's lock as long as it computes. So a stage
+//! whose backward pass ends while another stage's is still computing cannot return before that
+//! one ends (on CPU workers, where the computation happens under the lock; GPU backends hold it
+//! only while queueing kernels). megagraph builds with a patched burn-autodiff whose sweep skips
+//! locked graphs (`vendor/burn-autodiff/PATCHES.md`, upstream's later fix), so its own ranks'
+//! backward passes are independent; the simulation models the waits for clusters that declare
+//! them.
 
 use crate::sharing::MachineSharing;
 use crate::stage_pass::StagePass;
@@ -33,7 +35,7 @@ pub enum BackwardOverlap {
     #[default]
     Independent,
     /// A backward pass that ends while another stage's backward pass computes ends only when
-    /// that one does (stages in one process on Burn 0.21's autodiff, CPU workers).
+    /// that one does (stages in one process on Burn 0.21.0's unpatched autodiff, CPU workers).
     WaitsForOthers,
 }
 

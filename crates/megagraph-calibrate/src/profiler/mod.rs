@@ -44,9 +44,10 @@ use std::sync::Arc;
 ///   once, as the ranks of a mesh do when they share one machine's memory bandwidth, in
 ///   lockstep: every copy starts each forward and each backward pass at the same moment, as
 ///   the data- and context-parallel ranks of a layer do; the table holds the first copy's
-///   numbers. (Lockstep matters on Burn 0.21: a backward pass ends by locking every autodiff
-///   graph of the process, so a copy whose backward pass ended while a peer's was half done
-///   would also time the rest of the peer's; see [`megagraph_planner::BackwardOverlap`].) Every copy runs in its
+///   numbers. (Lockstep mattered on Burn 0.21.0's autodiff as published: a backward pass ended
+///   by locking every autodiff graph of the process, so a copy whose backward pass ended while a
+///   peer's was half done also timed the rest of the peer's; see
+///   [`megagraph_planner::BackwardOverlap`]. megagraph's patched autodiff no longer waits.) Every copy runs in its
 ///   own rayon pool of `cores / copies` threads, the slice of the cores a rank of the parallel
 ///   runtime gets by default ([`megagraph_parallel::threads`]).
 ///   Every timed run is then repeated by the first copy alone while the others wait: the

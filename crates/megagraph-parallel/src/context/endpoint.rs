@@ -54,8 +54,9 @@ impl<B: Backend> RingEndpoint<B> {
     /// `t + 1` positions before it arrived).
     ///
     /// Call it right before a `backward()` whose graph holds ring attention when anything else
-    /// can make a ring peer wait (a pipeline stage waiting for its gradient). Burn 0.21's
-    /// autodiff locks every live graph, one after the other, at the end of each `backward()`
+    /// can make a ring peer wait (a pipeline stage waiting for its gradient). Burn 0.21.0's
+    /// autodiff as published (megagraph patches it, `vendor/burn-autodiff/PATCHES.md`) locks
+    /// every live graph, one after the other, at the end of each `backward()`
     /// (orphan cleanup), so a position blocked in a ring backward holds its graph's lock; if a
     /// peer were still waiting for a rank that is itself stuck in that cleanup, the three would
     /// deadlock. Once every peer passed the barrier, a ring backward only waits on peers that

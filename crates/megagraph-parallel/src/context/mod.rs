@@ -18,9 +18,11 @@
 //! (one more hop). The gradients of Q and of the table stay local; the table's partial
 //! gradients of all positions are summed by the data x context gradient all-reduce.
 //!
-//! A position blocked in the ring backward holds its autodiff graph's lock, and Burn 0.21
-//! locks every graph at the end of any `backward()`; [`RingEndpoint::barrier`] keeps that from
-//! turning into a deadlock when a pipeline also makes ranks wait on each other.
+//! A position blocked in the ring backward holds its autodiff graph's lock, and Burn 0.21.0's
+//! autodiff as published locks every graph at the end of any `backward()`;
+//! [`RingEndpoint::barrier`] keeps that from turning into a deadlock when a pipeline also makes
+//! ranks wait on each other. (megagraph's patched autodiff skips locked graphs there,
+//! `vendor/burn-autodiff/PATCHES.md`; the barrier keeps the runtime safe without the patch.)
 //!
 //! All positions of a ring must run the same calls in the same order (same layers, same
 //! micro-batches); every message is tagged with its [`RingCall`], phase and hop, and a mismatch

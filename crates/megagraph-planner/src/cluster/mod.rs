@@ -34,12 +34,13 @@ pub struct ClusterSpec {
     /// its backward pass waits for that one to end (file key `backward_waits_for_other_ranks`,
     /// default `false`).
     ///
-    /// The parallel runtime runs a machine's ranks as threads of one process, and Burn 0.21's
-    /// autodiff ends every backward pass by locking every autodiff graph of the process, while
-    /// a backward pass holds its own graph's lock as long as it runs. CPU workers compute under
-    /// that lock (`true`); GPU backends only queue kernels under it (`false`). The cost model's
-    /// 1F1B schedule then lets such pipeline stages wait for each other
-    /// ([`BackwardOverlap::WaitsForOthers`](crate::schedule::BackwardOverlap)).
+    /// It does for ranks that are threads of one process on Burn 0.21.0's autodiff as
+    /// published, which ends every backward pass by locking every autodiff graph of the process
+    /// while a backward pass holds its own graph's lock as long as it runs, on CPU workers (they
+    /// compute under that lock; GPU backends only queue kernels under it). megagraph's runtime
+    /// builds with a patched autodiff that does not wait (`vendor/burn-autodiff/PATCHES.md`), so
+    /// its clusters say `false`. With `true` the cost model's 1F1B schedule lets pipeline stages
+    /// wait for each other ([`BackwardOverlap::WaitsForOthers`](crate::schedule::BackwardOverlap)).
     #[serde(default)]
     pub backward_waits_for_other_ranks: bool,
 }
