@@ -2,7 +2,9 @@
 //! [`PiecewiseLinear`] per part and metric.
 //!
 //! Times of the embedding, dense-layer and head parts are fitted against rows `n`; attention times
-//! against the pairs `n^2` of a block. Saved and peak bytes are fitted against rows for every part.
+//! against the pairs `n^2` of a block, and so are the embedding's with an edge encoding (its
+//! sample builds the bias of the sequence's `n^2` pairs). Saved and peak bytes are fitted against
+//! rows for every part.
 
 use crate::latency::{FitError, FitOptions, PiecewiseLinear};
 use crate::profile::{ProfileError, ProfileSample, ProfileTable, ProfiledPart};
@@ -19,7 +21,8 @@ pub struct PartFit {
     pub saved: PiecewiseLinear,
     /// Peak bytes against rows.
     pub peak: PiecewiseLinear,
-    /// Whether times are fitted against `n^2` (attention) rather than `n`.
+    /// Whether times are fitted against `n^2` (attention; the embedding with an edge encoding)
+    /// rather than `n`.
     pub time_in_pairs: bool,
 }
 
@@ -145,7 +148,10 @@ impl FittedProfile {
     pub fn fit(table: &ProfileTable, options: &FitOptions) -> Result<Self, FitProfileError> {
         table.validate()?;
         let part = |part: ProfiledPart, samples: &[ProfileSample]| -> Result<PartFit, FitProfileError> {
-            let time_in_pairs = part == ProfiledPart::Attention;
+            // with an edge encoding, the embedding's sample of `n` nodes builds the bias of
+            // its `n²` pairs, which dominates its time (see `ProfileTable`)
+            let time_in_pairs = part == ProfiledPart::Attention
+                || (part == ProfiledPart::Embedding && table.key.shape.edge_feature_dim > 0);
             let x = |size: usize| {
                 let n = size as f64;
                 if time_in_pairs { n * n } else { n }
@@ -259,6 +265,49 @@ mod tests {
         let four = fitted.attention.forward_seconds(4.0, (1u64 << 18) as f64);
         assert!((four / a - 4.0).abs() < 1e-9);
         assert!((b / a - 4.0).abs() < 0.1, "{}", b / a);
+    }
+
+    #[test]
+    fn with_an_edge_encoding_the_embedding_time_is_fitted_in_pairs() {
+        let hints = ComputeHints {
+            peak_flops: 9.6e10,
+            memory_bandwidth_bytes_per_second: 1.0e10,
+            efficiency: 0.25,
+            kernel_launch_seconds: 5e-6,
+        };
+        let shape = ModelShape {
+            edge_feature_dim: 16,
+            ..ModelShape::paper()
+        };
+        let ladder = ProfileLadder {
+            rows: vec![128, 256, 512],
+            blocks: vec![128, 256, 512],
+            ..ProfileLadder::default()
+        };
+        let mut table = analytic_profile(&hints, "cpu", &shape, 4, &ladder).unwrap();
+        // the embedding of benches/table_one.rs as measured on the 2-core machine (seconds):
+        // its time grows with the n² pairs of the sequence, not with its n rows
+        for (sample, (forward, backward)) in table
+            .embedding
+            .iter_mut()
+            .zip([(2.292e-3, 7.841e-3), (9.147e-3, 32.839e-3), (46.332e-3, 141.378e-3)])
+        {
+            sample.forward_seconds = forward;
+            sample.backward_seconds = backward;
+        }
+        let fitted = FittedProfile::fit(&table, &FitOptions::default()).unwrap();
+        assert!(fitted.embedding.time_in_pairs);
+        assert!(!fitted.layer_dense.time_in_pairs && !fitted.head.time_in_pairs);
+        let at = |n: f64| fitted.embedding.forward_seconds(n) + fitted.embedding.backward_seconds(n);
+        // the largest sample (the size a stage runs at) within 10%; a line in rows would put
+        // it at 131 ms, 70% of the measured 187.7 ms
+        let measured = 46.332e-3 + 141.378e-3;
+        assert!((at(512.0) / measured - 1.0).abs() < 0.1, "{} s", at(512.0));
+        // twice the rows, about four times the time
+        assert!((at(1024.0) / at(512.0) - 4.0).abs() < 0.4, "{}", at(1024.0) / at(512.0));
+        // without an edge encoding the same samples are fitted in rows
+        table.key.shape.edge_feature_dim = 0;
+        assert!(!FittedProfile::fit(&table, &FitOptions::default()).unwrap().embedding.time_in_pairs);
     }
 
     #[test]
