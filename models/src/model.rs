@@ -40,6 +40,9 @@ pub struct GraphTransformerConfig {
     /// Dropout on the raw input features. Default: 0.5.
     #[config(default = 0.5)]
     pub input_dropout: f64,
+    /// DropNode on the encoded inputs (see [`InputEncoderConfig::node_dropout`]). Default: 0.0.
+    #[config(default = 0.0)]
+    pub node_dropout: f64,
     /// Degree clamp of the centrality encoding. Default: 64.
     #[config(default = 64)]
     pub max_degree: usize,
@@ -67,6 +70,9 @@ pub struct GraphTransformerConfig {
     /// hop and head, added to every layer's logits. Batches then carry
     /// [`GraphBatch::edge_paths`]. Default: `None` (off).
     pub edge_encoding: Option<usize>,
+    /// LayerScale of every layer (see [`GraphTransformerLayerConfig::layer_scale`]): the
+    /// initial per-channel scale of each residual branch. Default: `None` (off).
+    pub layer_scale: Option<f64>,
 }
 
 /// A Graphormer-style Graph Transformer for node classification.
@@ -108,11 +114,13 @@ impl GraphTransformerConfig {
     pub fn init<B: Backend>(&self, device: &B::Device) -> GraphTransformer<B> {
         let layer = GraphTransformerLayerConfig::new(self.hidden, self.num_heads, self.ffn_hidden)
             .with_dropout(self.dropout)
-            .with_block_size(self.block_size);
+            .with_block_size(self.block_size)
+            .with_layer_scale(self.layer_scale);
         GraphTransformer {
             input: InputEncoderConfig::new(self.hidden, self.num_nodes)
                 .with_feature_dim(self.feature_dim)
                 .with_dropout(self.input_dropout)
+                .with_node_dropout(self.node_dropout)
                 .init(device),
             centrality: CentralityEncodingConfig::new(self.hidden)
                 .with_max_degree(self.max_degree)
