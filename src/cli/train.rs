@@ -86,10 +86,18 @@ pub struct TrainArgs {
     /// Dropout on the raw input features.
     #[arg(long, value_name = "P")]
     pub input_dropout: Option<f64>,
+    /// DropNode: probability of zeroing a node's whole encoded input while training (default 0).
+    #[arg(long, value_name = "P")]
+    pub node_dropout: Option<f64>,
     /// Attention key dropout: probability of hiding a key node from all queries of a layer
-    /// (unset: 0.5 where labels are scarce, 0.2 elsewhere).
+    /// (unset: 0.7 where labels are scarce, 0.2 elsewhere).
     #[arg(long, value_name = "P")]
     pub key_dropout: Option<f64>,
+    /// LayerScale: every layer's attention and feed-forward outputs are multiplied by a learned
+    /// per-channel scale that starts at this value; 0 turns it off (unset: 0.1 where labels are
+    /// scarce, off elsewhere).
+    #[arg(long, value_name = "S")]
+    pub layer_scale: Option<f64>,
     /// Graphormer's graph token: one learned position per sequence joined to every node, with
     /// its own learned spatial bias (one device; sparse and interleaved attention join it to
     /// every node through sparse attention's global token).
@@ -357,8 +365,12 @@ impl TrainArgs {
         self.shape.apply(&mut c.model);
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
+        set(&mut c.model.node_dropout, &self.node_dropout);
         if self.key_dropout.is_some() {
             c.model.key_dropout = self.key_dropout;
+        }
+        if self.layer_scale.is_some() {
+            c.model.layer_scale = self.layer_scale;
         }
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;

@@ -132,9 +132,14 @@ pub const DEFAULT_PROPAGATION_STEPS: usize = 10;
 /// `training.consistency_weight` when it is unset and labels are scarce: GRAND's `λ = 1`.
 pub const DEFAULT_CONSISTENCY_WEIGHT: f64 = 1.0;
 
+/// `model.layer_scale` when it is unset and labels are scarce: each layer's branches start at a
+/// tenth of their output.
+pub const DEFAULT_LAYER_SCALE: f64 = 0.1;
+
 /// What the unset fields of a [`TrainConfig`]'s recipe (`model.propagation_steps`,
-/// `training.consistency_weight`, `data.feature_hops`, `model.key_dropout`, `optimizer.lr`)
-/// default to depends on: where the run trains and how many of its nodes carry training labels.
+/// `training.consistency_weight`, `data.feature_hops`, `model.key_dropout`,
+/// `model.layer_scale`, `optimizer.lr`) default to depends on: where the run trains and how many
+/// of its nodes carry training labels.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunContext {
     /// Steps run on a mesh or across several nodes (the mesh engine).
@@ -145,7 +150,8 @@ pub struct RunContext {
 
 impl RunContext {
     /// A run whose defaults are the standard ones: no propagation of the logits, no consistency
-    /// regularization, `[X, ÂX, Â²X]` inputs, key dropout 0.2, learning rate 0.002.
+    /// regularization, `[X, ÂX, Â²X]` inputs, key dropout 0.2, no LayerScale, learning rate
+    /// 0.002.
     pub const STANDARD: Self = Self {
         parallel: true,
         train_fraction: 1.0,
@@ -155,7 +161,8 @@ impl RunContext {
     /// the logits and the consistency regularization run) with a training split under
     /// [`SCARCE_LABEL_FRACTION`] of the nodes. They are the propagation of the logits
     /// ([`DEFAULT_PROPAGATION_STEPS`]), the consistency regularization
-    /// ([`DEFAULT_CONSISTENCY_WEIGHT`]), raw features, key dropout 0.5 and learning rate 0.0005.
+    /// ([`DEFAULT_CONSISTENCY_WEIGHT`]), raw features, key dropout 0.7, LayerScale
+    /// ([`DEFAULT_LAYER_SCALE`]) and learning rate 0.0005.
     pub fn scarce_labels(&self) -> bool {
         !self.parallel && self.train_fraction < SCARCE_LABEL_FRACTION
     }
@@ -179,6 +186,10 @@ pub struct ModelConfig {
     pub dropout: f64,
     /// Dropout on the raw input features. Default: 0.8.
     pub input_dropout: f64,
+    /// DropNode (GRAND): while training, each node's whole encoded input is zeroed with this
+    /// probability (the others scaled by `1 / (1 - p)`), so the node is known only through its
+    /// structural encodings and the nodes it attends to. Default: 0.0 (off).
+    pub node_dropout: f64,
     /// Degree clamp of the centrality encoding. Default: 64.
     pub max_degree: usize,
     /// Initial per-hop decay of the spatial bias. Default: 2.0.
@@ -186,9 +197,14 @@ pub struct ModelConfig {
     /// Key tile of the attention op. Default: 128.
     pub block_size: usize,
     /// Attention key dropout: while training, each layer hides each key from all queries with
-    /// this probability. Unset (default): 0.5 where labels are scarce
+    /// this probability. Unset (default): 0.7 where labels are scarce
     /// ([`RunContext::scarce_labels`]), 0.2 elsewhere ([`TrainConfig::key_dropout`]).
     pub key_dropout: Option<f64>,
+    /// LayerScale (CaiT): every layer's attention and feed-forward outputs are multiplied by a
+    /// learned per-channel vector that starts at this value, so a small value starts each layer
+    /// near the identity; 0 turns it off. Unset (default): [`DEFAULT_LAYER_SCALE`] where labels
+    /// are scarce ([`RunContext::scarce_labels`]), off elsewhere ([`TrainConfig::layer_scale`]).
+    pub layer_scale: Option<f64>,
     /// Graphormer's graph token: one learned position per sequence joined to every node, with
     /// its own learned spatial bias per head (a "virtual distance"); its output is dropped
     /// before the classifier. One device only (mesh 1 x 1 x 1) and full attention.
@@ -227,10 +243,12 @@ impl Default for ModelConfig {
             ffn_hidden: None,
             dropout: 0.5,
             input_dropout: 0.8,
+            node_dropout: 0.0,
             max_degree: model.max_degree,
             spatial_initial_decay: model.spatial_initial_decay,
             block_size: model.block_size,
             key_dropout: None,
+            layer_scale: model.layer_scale,
             graph_token: model.graph_token,
             edge_encoding: false,
             propagation_steps: None,
@@ -446,12 +464,21 @@ impl TrainConfig {
             .unwrap_or(if self.propagation_steps(run) > 0 { 0 } else { 2 })
     }
 
-    /// The attention key dropout: `model.key_dropout`, or when it is unset 0.5 where labels are
+    /// The attention key dropout: `model.key_dropout`, or when it is unset 0.7 where labels are
     /// scarce and 0.2 elsewhere.
     pub fn key_dropout(&self, run: RunContext) -> f64 {
         self.model
             .key_dropout
-            .unwrap_or(if run.scarce_labels() { 0.5 } else { 0.2 })
+            .unwrap_or(if run.scarce_labels() { 0.7 } else { 0.2 })
+    }
+
+    /// The initial LayerScale of every layer, `None` for none: `model.layer_scale` (0: none),
+    /// or when it is unset [`DEFAULT_LAYER_SCALE`] where labels are scarce and none elsewhere.
+    pub fn layer_scale(&self, run: RunContext) -> Option<f64> {
+        match self.model.layer_scale {
+            Some(scale) => (scale > 0.0).then_some(scale),
+            None => run.scarce_labels().then_some(DEFAULT_LAYER_SCALE),
+        }
     }
 
     /// The peak learning rate: `optimizer.lr`, or when it is unset 0.0005 where labels are scarce
@@ -489,6 +516,7 @@ impl TrainConfig {
         config.training.consistency_weight = Some(self.consistency_weight(run));
         config.data.feature_hops = Some(self.feature_hops(run));
         config.model.key_dropout = Some(self.key_dropout(run));
+        config.model.layer_scale = Some(self.layer_scale(run).unwrap_or(0.0));
         config.optimizer.lr = Some(self.lr(run));
         config
     }
@@ -538,11 +566,17 @@ impl TrainConfig {
         if !probability(self.model.dropout) {
             return invalid("model.dropout", "must be in [0, 1)");
         }
+        if !probability(self.model.node_dropout) {
+            return invalid("model.node_dropout", "must be in [0, 1)");
+        }
         if !probability(self.data.structure_dropout) {
             return invalid("data.structure_dropout", "must be in [0, 1)");
         }
         if self.model.key_dropout.is_some_and(|p| !probability(p)) {
             return invalid("model.key_dropout", "must be in [0, 1)");
+        }
+        if self.model.layer_scale.is_some_and(|scale| !(scale.is_finite() && scale >= 0.0)) {
+            return invalid("model.layer_scale", "must be a number at least 0 (0: off)");
         }
         if !probability(self.training.label_smoothing) {
             return invalid("training.label_smoothing", "must be in [0, 1)");
@@ -691,12 +725,14 @@ impl TrainConfig {
         }
         .with_dropout(m.dropout)
         .with_input_dropout(m.input_dropout)
+        .with_node_dropout(m.node_dropout)
         .with_max_degree(m.max_degree)
         .with_max_distance(self.data.max_distance)
         .with_spatial_initial_decay(m.spatial_initial_decay)
         .with_block_size(m.block_size)
         .with_key_dropout(self.key_dropout(RunContext::STANDARD))
         .with_graph_token(m.graph_token)
+        .with_layer_scale(self.layer_scale(RunContext::STANDARD))
     }
 }
 
@@ -737,6 +773,32 @@ mod tests {
         let config =
             TrainConfig::from_toml_str("[mesh]\nplan = \"plan.json\"\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.mesh.plan, Some(MeshPlan::File("plan.json".into())));
+    }
+
+    #[test]
+    fn layer_scale_reaches_the_model_and_must_not_be_negative() {
+        let config = TrainConfig::from_toml_str("[model]\nlayer_scale = 0.1\n").unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.model_config(Some(3), 10, 2).layer_scale, Some(0.1));
+        // unresolved, an unset scale is the standard run's: none
+        assert_eq!(TrainConfig::default().model_config(Some(3), 10, 2).layer_scale, None);
+        let off = TrainConfig::from_toml_str("[model]\nlayer_scale = 0.0\n").unwrap_or_else(|e| panic!("{e}"));
+        off.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(off.model_config(Some(3), 10, 2).layer_scale, None);
+        for refused in ["-0.1", "inf", "nan"] {
+            assert_refused(&format!("[model]\nlayer_scale = {refused}\n"), "model.layer_scale");
+        }
+    }
+
+    #[test]
+    fn node_dropout_reaches_the_model_and_must_be_a_probability() {
+        let config = TrainConfig::from_toml_str("[model]\nnode_dropout = 0.3\n").unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.model_config(Some(3), 10, 2).node_dropout, 0.3);
+        assert_eq!(TrainConfig::default().model_config(Some(3), 10, 2).node_dropout, 0.0);
+        for refused in ["1.0", "-0.1"] {
+            assert_refused(&format!("[model]\nnode_dropout = {refused}\n"), "model.node_dropout");
+        }
     }
 
     #[test]
@@ -825,12 +887,16 @@ mod tests {
                 config.consistency_weight(run),
                 config.feature_hops(run),
                 config.key_dropout(run),
+                config.layer_scale(run),
                 config.lr(run),
             )
         };
-        assert_eq!(recipe(&unset, scarce), (DEFAULT_PROPAGATION_STEPS, DEFAULT_CONSISTENCY_WEIGHT, 0, 0.5, 0.0005));
+        assert_eq!(
+            recipe(&unset, scarce),
+            (DEFAULT_PROPAGATION_STEPS, DEFAULT_CONSISTENCY_WEIGHT, 0, 0.7, Some(DEFAULT_LAYER_SCALE), 0.0005)
+        );
         for run in [plenty, mesh, RunContext::STANDARD] {
-            assert_eq!(recipe(&unset, run), (0, 0.0, 2, 0.2, 0.002), "{run:?}");
+            assert_eq!(recipe(&unset, run), (0, 0.0, 2, 0.2, None, 0.002), "{run:?}");
         }
         // resolving sets every field to its value for the run
         let resolved = unset.resolved(scarce);
@@ -839,14 +905,17 @@ mod tests {
         let on_mesh = TrainConfig::from_toml_str("[mesh]\ndp = 2\n").unwrap_or_else(|e| panic!("{e}"));
         on_mesh.validate().unwrap_or_else(|e| panic!("{e}"));
         // set values hold for every run: 0 turns them off, and a mesh takes 0
-        let text = "[model]\npropagation_steps = 0\n[training]\nconsistency_weight = 0.0\n[mesh]\ncp = 2\n";
+        let text = "[model]\npropagation_steps = 0\nlayer_scale = 0.0\n[training]\nconsistency_weight = 0.0\n[mesh]\ncp = 2\n";
         let off = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
         off.validate().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((off.propagation_steps(scarce), off.consistency_weight(scarce), off.feature_hops(scarce)), (0, 0.0, 2));
-        let text = "[data]\nfeature_hops = 1\n[model]\npropagation_steps = 3\nkey_dropout = 0.1\n[optimizer]\nlr = 0.01\n[training]\nconsistency_weight = 0.5\n";
+        assert_eq!(
+            (off.propagation_steps(scarce), off.consistency_weight(scarce), off.feature_hops(scarce), off.layer_scale(scarce)),
+            (0, 0.0, 2, None)
+        );
+        let text = "[data]\nfeature_hops = 1\n[model]\npropagation_steps = 3\nkey_dropout = 0.1\nlayer_scale = 0.5\n[optimizer]\nlr = 0.01\n[training]\nconsistency_weight = 0.5\n";
         let set = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
         for run in [scarce, plenty] {
-            assert_eq!(recipe(&set, run), (3, 0.5, 1, 0.1, 0.01), "{run:?}");
+            assert_eq!(recipe(&set, run), (3, 0.5, 1, 0.1, Some(0.5), 0.01), "{run:?}");
         }
         for (refused, field) in [
             ("[model]\nkey_dropout = 1.0\n", "model.key_dropout"),
