@@ -708,8 +708,8 @@ impl TrainConfig {
 
     /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`
     /// (without the edge encoding, whose width is the dataset's: the trainer adds it). An unset
-    /// `model.key_dropout` is the standard 0.2: the trainer calls this on its
-    /// [`resolved`](Self::resolved) configuration.
+    /// `model.key_dropout` or `model.layer_scale` is the standard one (0.2; no LayerScale): the
+    /// trainer calls this on its [`resolved`](Self::resolved) configuration.
     pub fn model_config(&self, feature_dim: Option<usize>, num_nodes: usize, num_classes: usize) -> GraphTransformerConfig {
         let base = self
             .model
