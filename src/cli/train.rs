@@ -318,28 +318,26 @@ impl TrainArgs {
                 *slot = v.clone();
             }
         }
-        if self.dataset.is_some() {
-            c.data.dataset = self.dataset.clone();
+        // an optional field: the flag, when given, replaces it (unset stays unset)
+        fn set_some<T: Clone>(slot: &mut Option<T>, value: &Option<T>) {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
         }
+        set_some(&mut c.data.dataset, &self.dataset);
         if self.synthetic {
             c.data.dataset = None;
         }
-        if self.split.is_some() {
-            c.data.split = self.split.clone();
-        }
+        set_some(&mut c.data.split, &self.split);
         set(&mut c.training.seed, &self.seed);
         set(&mut c.training.epochs, &self.epochs);
         set(&mut c.training.patience, &self.patience);
-        if self.max_steps.is_some() {
-            c.training.max_steps = self.max_steps;
-        }
+        set_some(&mut c.training.max_steps, &self.max_steps);
         set(&mut c.training.batch_size, &self.batch_size);
         set(&mut c.data.seq_len, &self.seq_len);
         set(&mut c.data.max_distance, &self.max_distance);
         set(&mut c.data.max_bfs_arcs, &self.max_bfs_arcs);
-        if self.prefetch_batches.is_some() {
-            c.data.prefetch_batches = self.prefetch_batches;
-        }
+        set_some(&mut c.data.prefetch_batches, &self.prefetch_batches);
         if c.data.prefetch_batches.is_none() {
             // a GPU step leaves the CPU idle: build the next batches' rows meanwhile
             c.data.prefetch_batches = Some(if self.backend.is_cpu() { 0 } else { 2 });
@@ -352,9 +350,7 @@ impl TrainArgs {
             };
         }
         set(&mut c.data.structure_dropout, &self.structure_dropout);
-        if self.feature_hops.is_some() {
-            c.data.feature_hops = self.feature_hops;
-        }
+        set_some(&mut c.data.feature_hops, &self.feature_hops);
         if let Some(propagation) = self.feature_propagation {
             c.data.feature_propagation = match propagation {
                 PropagationArg::Concat => FeaturePropagation::Concat,
@@ -366,48 +362,28 @@ impl TrainArgs {
         set(&mut c.model.dropout, &self.dropout);
         set(&mut c.model.input_dropout, &self.input_dropout);
         set(&mut c.model.node_dropout, &self.node_dropout);
-        if self.key_dropout.is_some() {
-            c.model.key_dropout = self.key_dropout;
-        }
-        if self.layer_scale.is_some() {
-            c.model.layer_scale = self.layer_scale;
-        }
+        set_some(&mut c.model.key_dropout, &self.key_dropout);
+        set_some(&mut c.model.layer_scale, &self.layer_scale);
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;
-        if self.propagation_steps.is_some() {
-            c.model.propagation_steps = self.propagation_steps;
-        }
+        set_some(&mut c.model.propagation_steps, &self.propagation_steps);
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
-        if self.lr.is_some() {
-            c.optimizer.lr = self.lr;
-        }
+        set_some(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
-        if self.consistency_weight.is_some() {
-            c.training.consistency_weight = self.consistency_weight;
-        }
+        set_some(&mut c.training.consistency_weight, &self.consistency_weight);
         set(&mut c.training.consistency_samples, &self.consistency_samples);
         set(&mut c.training.consistency_temperature, &self.consistency_temperature);
         c.training.correct_smooth |= self.correct_smooth;
         set(&mut c.training.correct_alpha, &self.correct_alpha);
         set(&mut c.training.smooth_alpha, &self.smooth_alpha);
         set(&mut c.training.correct_smooth_steps, &self.correct_smooth_steps);
-        if self.correct_scale.is_some() {
-            c.training.correct_scale = self.correct_scale;
-        }
-        if self.metrics_out.is_some() {
-            c.training.metrics_out = self.metrics_out.clone();
-        }
-        if self.checkpoint_dir.is_some() {
-            c.training.checkpoint_dir = self.checkpoint_dir.clone();
-        }
+        set_some(&mut c.training.correct_scale, &self.correct_scale);
+        set_some(&mut c.training.metrics_out, &self.metrics_out);
+        set_some(&mut c.training.checkpoint_dir, &self.checkpoint_dir);
         c.training.resume |= self.resume;
-        if self.plot.is_some() {
-            c.training.plot_dir = self.plot.clone();
-        }
-        if self.cache_dir.is_some() {
-            c.data.cache_dir = self.cache_dir.clone();
-        }
+        set_some(&mut c.training.plot_dir, &self.plot);
+        set_some(&mut c.data.cache_dir, &self.cache_dir);
         c.data.no_cache |= self.no_cache;
         if let Some(mode) = self.attention {
             c.attention.mode = match mode {
@@ -430,15 +406,9 @@ impl TrainArgs {
             });
         }
         set(&mut c.mesh.micro_batches, &self.micro_batches);
-        if self.stage_layers.is_some() {
-            c.mesh.stage_layers = self.stage_layers.clone();
-        }
-        if self.plan.is_some() {
-            c.mesh.plan = self.plan.clone();
-        }
-        if self.cluster.is_some() {
-            c.mesh.cluster = self.cluster.clone();
-        }
+        set_some(&mut c.mesh.stage_layers, &self.stage_layers);
+        set_some(&mut c.mesh.plan, &self.plan);
+        set_some(&mut c.mesh.cluster, &self.cluster);
         c.validate()?;
         Ok(c)
     }
