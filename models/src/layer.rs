@@ -57,6 +57,7 @@ pub struct GraphTransformerLayer<B: Backend> {
 impl GraphTransformerLayerConfig {
     /// Initializes a [`GraphTransformerLayer`] on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> GraphTransformerLayer<B> {
+        let scale = || self.layer_scale.map(|value| Param::from_tensor(Tensor::full([self.d_model], value, device)));
         GraphTransformerLayer {
             attention_norm: LayerNormConfig::new(self.d_model).init(device),
             attention: GraphAttentionConfig::new(self.d_model, self.num_heads)
@@ -67,8 +68,8 @@ impl GraphTransformerLayerConfig {
             ffn_out: LinearConfig::new(self.ffn_hidden, self.d_model).init(device),
             activation: ExactGelu::new(),
             dropout: FastDropoutConfig::new(self.dropout).init(),
-            attention_scale: self.layer_scale.map(|value| Param::from_tensor(Tensor::full([self.d_model], value, device))),
-            ffn_scale: self.layer_scale.map(|value| Param::from_tensor(Tensor::full([self.d_model], value, device))),
+            attention_scale: scale(),
+            ffn_scale: scale(),
         }
     }
 }
