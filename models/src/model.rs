@@ -175,10 +175,21 @@ impl<B: Backend> GraphTransformer<B> {
     /// The embedding stage: input encoding plus centrality encoding, `[batch, seq, hidden]`,
     /// and the graph token in front when the model has one, `[batch, seq + 1, hidden]`.
     pub fn embed(&self, batch: &GraphBatch<B>) -> Tensor<B, 3> {
-        let nodes = self.input.forward(batch.input.clone())
+        self.with_graph_token(self.embed_nodes(batch))
+    }
+
+    /// The nodes' rows of the embedding stage (input encoding plus centrality encoding),
+    /// `[batch, seq, hidden]`, without the graph token.
+    pub fn embed_nodes(&self, batch: &GraphBatch<B>) -> Tensor<B, 3> {
+        self.input.forward(batch.input.clone())
             + self
                 .centrality
-                .forward(batch.in_degree.clone(), batch.out_degree.clone());
+                .forward(batch.in_degree.clone(), batch.out_degree.clone())
+    }
+
+    /// The graph token's row in front of the nodes' rows `[batch, seq, hidden]` when the model
+    /// has one; the rows unchanged otherwise.
+    fn with_graph_token(&self, nodes: Tensor<B, 3>) -> Tensor<B, 3> {
         match &self.graph_token {
             Some(token) => token.prepend(nodes),
             None => nodes,
@@ -209,7 +220,24 @@ impl<B: Backend> GraphTransformer<B> {
         A: Attend<B>,
         A::Error: From<AttentionError>,
     {
-        let x = self.embed(&batch);
+        self.forward_mixed_with(batch, attend, |nodes| nodes)
+    }
+
+    /// [`forward_with`](Self::forward_with) with `mix` applied to the nodes' embedding rows
+    /// ([`embed_nodes`](Self::embed_nodes), `[batch, seq, hidden]`) before the graph token, if
+    /// any, joins them and the layers run: a feature propagation over the batch's graph, say
+    /// (GRAND's random propagation of the DropNode-masked rows). `mix` must keep the shape.
+    ///
+    /// # Errors
+    ///
+    /// As [`forward_with`](Self::forward_with).
+    pub fn forward_mixed_with<A, F>(&self, batch: GraphBatch<B>, attend: &A, mix: F) -> Result<Tensor<B, 3>, A::Error>
+    where
+        A: Attend<B>,
+        A::Error: From<AttentionError>,
+        F: FnOnce(Tensor<B, 3>) -> Tensor<B, 3>,
+    {
+        let x = self.with_graph_token(mix(self.embed_nodes(&batch)));
         let x = self.attend_layers(x, &batch, 0..self.layers.len(), attend)?;
         Ok(self.head(x))
     }

@@ -116,6 +116,11 @@ pub struct TrainArgs {
     /// Teleport probability α of --propagation-steps, in (0, 1] (0.1).
     #[arg(long, value_name = "A")]
     pub propagation_alpha: Option<f64>,
+    /// GRAND's random propagation: the encoded rows (after DropNode, --node-dropout) averaged
+    /// over 0..=K hops before the layers; meant for whole-graph sequences; 0 turns it off
+    /// (overrides model.input_propagation_steps).
+    #[arg(long, value_name = "K")]
+    pub input_propagation_steps: Option<usize>,
     /// Peak learning rate (unset: 0.0005 where labels are scarce, 0.002 elsewhere).
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
@@ -368,6 +373,7 @@ impl TrainArgs {
         c.model.edge_encoding |= self.edge_encoding;
         set_some(&mut c.model.propagation_steps, &self.propagation_steps);
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
+        set(&mut c.model.input_propagation_steps, &self.input_propagation_steps);
         set_some(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.training.label_smoothing, &self.label_smoothing);

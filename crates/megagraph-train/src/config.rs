@@ -228,6 +228,13 @@ pub struct ModelConfig {
     pub propagation_steps: Option<usize>,
     /// Teleport probability `α` of `propagation_steps`, in (0, 1]. Default: 0.1.
     pub propagation_alpha: f64,
+    /// GRAND's random propagation ([`InputPropagation`](crate::InputPropagation)): the encoded
+    /// node rows, after DropNode (`node_dropout`), replaced by their mean over `0..=K` hops of
+    /// `Â` before the layers run. A step propagates over its batch's nodes, evaluation over each
+    /// evaluation batch's, so it is meant for batches that hold the whole graph (`seq_len` at
+    /// least the node count). One device only (mesh 1 x 1 x 1); burn-train's
+    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer) does not apply it. Default: 0 (off).
+    pub input_propagation_steps: usize,
 }
 
 impl Default for ModelConfig {
@@ -253,6 +260,7 @@ impl Default for ModelConfig {
             edge_encoding: false,
             propagation_steps: None,
             propagation_alpha: 0.1,
+            input_propagation_steps: 0,
         }
     }
 }
@@ -504,6 +512,9 @@ impl TrainConfig {
         }
         if parallel && self.model.propagation_steps.is_some_and(|steps| steps > 0) {
             return refuse("model.propagation_steps");
+        }
+        if parallel && self.model.input_propagation_steps > 0 {
+            return refuse("model.input_propagation_steps");
         }
         Ok(())
     }
@@ -852,10 +863,12 @@ mod tests {
 
     #[test]
     fn propagation_and_consistency_read_from_toml_and_bad_values_name_their_field() {
-        let text = "[model]\npropagation_steps = 10\npropagation_alpha = 0.2\n[training]\nconsistency_weight = 1.0\nconsistency_samples = 3\nconsistency_temperature = 0.4\n";
+        let text = "[model]\npropagation_steps = 10\npropagation_alpha = 0.2\ninput_propagation_steps = 3\n[training]\nconsistency_weight = 1.0\nconsistency_samples = 3\nconsistency_temperature = 0.4\n";
         let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
         config.validate().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((config.model.propagation_steps, config.model.propagation_alpha), (Some(10), 0.2));
+        assert_eq!(config.model.input_propagation_steps, 3);
+        assert_eq!(TrainConfig::default().model.input_propagation_steps, 0);
         let training = &config.training;
         assert_eq!(
             (training.consistency_weight, training.consistency_samples, training.consistency_temperature),
@@ -865,6 +878,7 @@ mod tests {
             ("[model]\npropagation_alpha = 0.0\n", "model.propagation_alpha"),
             ("[model]\npropagation_alpha = 1.5\n", "model.propagation_alpha"),
             ("[model]\npropagation_steps = 2\n[mesh]\ndp = 2\n", "model.propagation_steps"),
+            ("[model]\ninput_propagation_steps = 2\n[mesh]\npp = 2\n", "model.input_propagation_steps"),
             ("[training]\nconsistency_weight = -1.0\n", "training.consistency_weight"),
             ("[training]\nconsistency_samples = 1\n", "training.consistency_samples"),
             ("[training]\nconsistency_temperature = 0.0\n", "training.consistency_temperature"),

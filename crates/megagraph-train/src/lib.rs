@@ -26,6 +26,7 @@ mod metrics;
 mod observer;
 pub mod parallel;
 pub mod plot;
+mod input_propagation;
 mod prediction_propagation;
 mod prefetch;
 mod prepare;
@@ -58,6 +59,7 @@ pub use learner::{
     SplitSequences,
 };
 pub use metrics::{EpochMetrics, TrainReport};
+pub use input_propagation::InputPropagation;
 pub use prediction_propagation::{PredictionPropagation, PropagationEdges};
 pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress, train_fraction};

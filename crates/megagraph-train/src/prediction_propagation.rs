@@ -67,45 +67,17 @@ impl PredictionPropagation {
     /// loop at every position that holds a node, and both directions of every graph edge whose
     /// ends are both present. A node is expected at most once.
     pub fn edges(&self, graph: &Graph, nodes: &[Option<u32>]) -> PropagationEdges {
-        let position: HashMap<u32, usize> = nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(p, node)| node.map(|node| (node, p)))
-            .collect();
-        let mut edges = PropagationEdges::default();
-        for (target, node) in nodes.iter().enumerate() {
-            let Some(node) = *node else { continue };
-            let norm = self.norm[node as usize];
-            edges.push(target, target, norm * norm);
-            for &neighbour in graph.neighbors(node) {
-                if let Some(&source) = position.get(&neighbour) {
-                    edges.push(source, target, norm * self.norm[neighbour as usize]);
-                }
-            }
-        }
-        edges
+        PropagationEdges::among(graph, &self.norm, nodes)
     }
 
     /// The propagated logits of `logits` (`[positions, classes]`) over `edges` (among those
     /// positions).
     pub fn apply<B: Backend>(&self, logits: Tensor<B, 2>, edges: &PropagationEdges) -> Tensor<B, 2> {
-        let device = logits.device();
-        let [positions, classes] = logits.dims();
-        let count = edges.source.len();
-        let source = Tensor::<B, 1, Int>::from_data(TensorData::new(edges.source.clone(), [count]), &device);
-        let target = Tensor::<B, 1, Int>::from_data(TensorData::new(edges.target.clone(), [count]), &device);
-        let weight = Tensor::<B, 2>::from_data(TensorData::new(edges.weight.clone(), [count, 1]), &device);
+        let edges = edges.tensors(&logits.device());
         let teleport = logits.clone() * self.alpha;
         let mut z = logits;
         for _ in 0..self.steps {
-            let messages = z.select(0, source.clone()) * weight.clone();
-            let spread = Tensor::<B, 2>::zeros([positions, classes], &device).select_assign(
-                0,
-                target.clone(),
-                messages,
-                IndexingUpdateOp::Add,
-            );
-            z = spread * (1.0 - self.alpha) + teleport.clone();
+            z = edges.spread(z) * (1.0 - self.alpha) + teleport.clone();
         }
         z
     }
@@ -120,10 +92,60 @@ impl PredictionPropagation {
 }
 
 impl PropagationEdges {
+    /// The edges of `Â` among `nodes` (the node at each position, `None` for padding), `norm`
+    /// holding `1 / sqrt(deg(v) + 1)` of every node of `graph` ([`gcn_norm`]): a self loop at
+    /// every position that holds a node, and both directions of every graph edge whose ends are
+    /// both present. A node is expected at most once.
+    pub fn among(graph: &Graph, norm: &[f32], nodes: &[Option<u32>]) -> Self {
+        let position: HashMap<u32, usize> = nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(p, node)| node.map(|node| (node, p)))
+            .collect();
+        let mut edges = PropagationEdges::default();
+        for (target, node) in nodes.iter().enumerate() {
+            let Some(node) = *node else { continue };
+            let own = norm[node as usize];
+            edges.push(target, target, own * own);
+            for &neighbour in graph.neighbors(node) {
+                if let Some(&source) = position.get(&neighbour) {
+                    edges.push(source, target, own * norm[neighbour as usize]);
+                }
+            }
+        }
+        edges
+    }
+
+    /// These edges as tensors on `device`, for [`EdgeTensors::spread`].
+    pub(crate) fn tensors<B: Backend>(&self, device: &B::Device) -> EdgeTensors<B> {
+        let count = self.source.len();
+        EdgeTensors {
+            source: Tensor::from_data(TensorData::new(self.source.clone(), [count]), device),
+            target: Tensor::from_data(TensorData::new(self.target.clone(), [count]), device),
+            weight: Tensor::from_data(TensorData::new(self.weight.clone(), [count, 1]), device),
+        }
+    }
+
     fn push(&mut self, source: usize, target: usize, weight: f32) {
         self.source.push(source as i64);
         self.target.push(target as i64);
         self.weight.push(weight);
+    }
+}
+
+/// [`PropagationEdges`] on a device.
+pub(crate) struct EdgeTensors<B: Backend> {
+    source: Tensor<B, 1, Int>,
+    target: Tensor<B, 1, Int>,
+    weight: Tensor<B, 2>,
+}
+
+impl<B: Backend> EdgeTensors<B> {
+    /// One round `Â Z` of `z` (`[positions, channels]`) over these edges.
+    pub(crate) fn spread(&self, z: Tensor<B, 2>) -> Tensor<B, 2> {
+        let messages = z.clone().select(0, self.source.clone()) * self.weight.clone();
+        z.zeros_like()
+            .select_assign(0, self.target.clone(), messages, IndexingUpdateOp::Add)
     }
 }
 

@@ -6,10 +6,12 @@
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use megagraph_graph::sequence::BlockReform;
-use megagraph_models::{GraphAttentionBackend, GraphBatch, GraphTransformer, SparseAttention};
+use megagraph_models::{GraphAttentionBackend, GraphBatch, GraphTransformer, LocalAttention, SparseAttention};
 
 use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
+use crate::input_propagation::InputPropagation;
+use crate::prediction_propagation::PropagationEdges;
 
 /// The attention core of a step: megagraph's full biased attention, or TorchGT's sparse edge
 /// attention (the `[attention]` section decides which steps run which).
@@ -87,8 +89,27 @@ pub(crate) fn step_logits<B: GraphAttentionBackend>(
     graph: GraphBatch<B>,
     core: Option<&SparseAttention<B>>,
 ) -> Result<Tensor<B, 3>> {
+    step_logits_mixed(model, graph, core, None)
+}
+
+/// [`step_logits`] with the encoded rows first propagated by `input` over its edges (among the
+/// batch's positions), when given.
+///
+/// # Errors
+///
+/// As [`step_logits`].
+pub(crate) fn step_logits_mixed<B: GraphAttentionBackend>(
+    model: &GraphTransformer<B>,
+    graph: GraphBatch<B>,
+    core: Option<&SparseAttention<B>>,
+    input: Option<(&InputPropagation, &PropagationEdges)>,
+) -> Result<Tensor<B, 3>> {
+    let mix = |rows: Tensor<B, 3>| match input {
+        Some((propagation, edges)) => propagation.apply_to_batch(rows, edges),
+        None => rows,
+    };
     match core {
-        None => Ok(model.forward(graph)),
-        Some(core) => Ok(model.forward_with(graph, core)?),
+        None => Ok(model.forward_mixed_with(graph, &LocalAttention, mix)?),
+        Some(core) => Ok(model.forward_mixed_with(graph, core, mix)?),
     }
 }

@@ -272,3 +272,35 @@ fn the_model_with_the_token_agrees_dense_and_sparse_masks_padding_and_drops_the_
     let moved_by_token = dense.iter().zip(&without).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(moved_by_token > 1e-4, "the token changed no logit ({moved_by_token})");
 }
+
+#[test]
+fn a_mix_of_the_node_rows_runs_before_the_token_joins_them() {
+    let _turn = crate::turn();
+    let problem = Problem::draw();
+    let device = Default::default();
+    let mut model = small_model(BATCH * SEQ, D_MODEL, HEADS, MAX_DISTANCE).with_graph_token(true).init::<B>(&device);
+    let token = model.graph_token.as_mut().unwrap_or_else(|| panic!("no graph token"));
+    token.embedding = Param::from_tensor(Tensor::random([1, D_MODEL], Distribution::Normal(0.0, 1.0), &device));
+    let plain = model.forward(batch(&problem, problem.dense(&device)));
+    let identity = model
+        .forward_mixed_with(batch(&problem, problem.dense(&device)), &LocalAttention, |rows| rows)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_close(&values(identity), &values(plain.clone()), 1e-6, "identity mix vs forward");
+
+    // a mix that moves every row to the next position (cyclically): the nodes' rows change,
+    // the token's row (prepended after the mix) does not
+    let shift = |rows: Tensor<B, 3>| {
+        let [b, s, d] = rows.dims();
+        Tensor::cat(vec![rows.clone().slice([0..b, s - 1..s, 0..d]), rows.slice([0..b, 0..s - 1, 0..d])], 1)
+    };
+    let input = batch(&problem, problem.dense(&device));
+    let token = model.graph_token.as_ref().unwrap_or_else(|| panic!("no graph token"));
+    let by_hand = model.head(model.forward_layers(token.prepend(shift(model.embed_nodes(&input))), &input, 0..model.layers.len()));
+    let mixed = model
+        .forward_mixed_with(batch(&problem, problem.dense(&device)), &LocalAttention, shift)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(mixed.dims(), [BATCH, SEQ, 3]);
+    assert_close(&values(mixed.clone()), &values(by_hand), 1e-6, "mixed vs by hand");
+    let moved = values(mixed).iter().zip(values(plain)).any(|(a, b)| (a - b).abs() > 1e-4);
+    assert!(moved, "the mix changed no logit");
+}

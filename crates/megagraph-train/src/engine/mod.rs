@@ -17,6 +17,7 @@ use megagraph_parallel::{NodeConfig, OptimizerRecord};
 use crate::data::SequenceDataset;
 use crate::consistency::ConsistencyRegularization;
 use crate::error::Result;
+use crate::input_propagation::InputPropagation;
 use crate::prediction_propagation::PredictionPropagation;
 
 pub(crate) use mesh::MeshEngine;
@@ -101,6 +102,9 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     /// APPNP's propagation of the logits before the loss (single-device engine only; the
     /// configuration refuses it on a mesh).
     pub propagation: Option<Arc<PredictionPropagation>>,
+    /// GRAND's random propagation of the encoded rows before the layers (single-device engine
+    /// only; the configuration refuses it on a mesh).
+    pub input_propagation: Option<Arc<InputPropagation>>,
     /// GRAND's consistency regularization of every step (single-device engine only; the
     /// configuration refuses it on a mesh).
     pub consistency: Option<ConsistencyRegularization>,

@@ -14,8 +14,9 @@ use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
 use crate::consistency::ConsistencyRegularization;
 use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
+use crate::input_propagation::InputPropagation;
 use crate::prediction_propagation::PredictionPropagation;
-use crate::step_attention::step_logits;
+use crate::step_attention::step_logits_mixed;
 
 /// The optimizer the single-device engine runs.
 type Adam<B> = OptimizerAdaptor<AdamW, GraphTransformer<B>, B>;
@@ -28,6 +29,7 @@ pub(crate) struct SingleDeviceEngine<B: AutodiffBackend> {
     structure_dropout: f64,
     label_smoothing: f64,
     propagation: Option<Arc<PredictionPropagation>>,
+    input_propagation: Option<Arc<InputPropagation>>,
     consistency: Option<ConsistencyRegularization>,
     device: B::Device,
     figures: RankFigures,
@@ -52,6 +54,7 @@ where
             structure_dropout: setup.structure_dropout,
             label_smoothing: setup.label_smoothing,
             propagation: setup.propagation,
+            input_propagation: setup.input_propagation,
             consistency: setup.consistency,
             device: setup.device,
             figures: RankFigures::default(),
@@ -94,14 +97,23 @@ where
             .unwrap_or_else(|| unreachable!("the model is put back after every step"));
         let samples = self.consistency.map_or(1, |c| c.samples);
         // the batch's propagation edges, built once for every sample
+        let graph = &self.data.dataset.graph;
         let propagation = self
             .propagation
             .as_ref()
-            .map(|propagation| (propagation, propagation.edges(&self.data.dataset.graph, &batch.nodes)));
+            .map(|propagation| (propagation, propagation.edges(graph, &batch.nodes)));
+        let input_edges = self
+            .input_propagation
+            .as_ref()
+            .map(|input| match &propagation {
+                Some((_, edges)) => edges.clone(),
+                None => input.edges(graph, &batch.nodes),
+            });
+        let input = self.input_propagation.as_deref().zip(input_edges.as_ref());
         let mut sampled = Vec::with_capacity(samples);
         for _ in 0..samples {
             // each forward pass draws its own dropout masks
-            let logits = match step_logits(&model, batch.graph.clone(), core.as_ref()) {
+            let logits = match step_logits_mixed(&model, batch.graph.clone(), core.as_ref(), input) {
                 Ok(logits) => logits,
                 Err(error) => {
                     self.model = Some(model);

@@ -133,6 +133,7 @@ where
                 structure_dropout: first.structure_dropout.map_or(0.0, |(p, _)| p),
                 label_smoothing: learner.model().label_smoothing,
                 propagation: None,
+                input_propagation: None,
                 consistency: None,
                 device: placement.devices[0].clone(),
                 rank_devices: placement.devices.clone(),

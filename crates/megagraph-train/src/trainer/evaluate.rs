@@ -11,7 +11,7 @@ use crate::data::{NodeBatch, SplitRole};
 use crate::engine::StepAttention;
 use crate::error::Result;
 use crate::prefetch::RowLayout;
-use crate::step_attention::step_logits;
+use crate::step_attention::step_logits_mixed;
 
 /// Accuracy on each split.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,7 +70,12 @@ impl NodeClassificationTrainer<'_> {
             self.prefetch(&slices, i, RowLayout::SINGLE, |_| attention.reads_distances());
             let batch: NodeBatch<B> = attention.batch(&self.data, indices, device, None);
             let core = attention.core::<B>(&self.data, indices, device)?;
-            let logits = step_logits(model, batch.graph, core.as_ref())?;
+            let input = self
+                .input_propagation
+                .as_ref()
+                .map(|input| (input.as_ref(), input.edges(&dataset.graph, &batch.nodes)));
+            let input = input.as_ref().map(|(propagation, edges)| (*propagation, edges));
+            let logits = step_logits_mixed(model, batch.graph, core.as_ref(), input)?;
             let Some(logits_of_nodes) = logits_of_nodes.as_mut() else {
                 record_predictions(&mut predicted, &batch.nodes, logits);
                 continue;

@@ -29,6 +29,7 @@ use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
 use crate::parallel::{StepShape, resolve_layout};
+use crate::input_propagation::InputPropagation;
 use crate::prediction_propagation::PredictionPropagation;
 use crate::prepare::train_fraction;
 use crate::prefetch::RowLayout;
@@ -53,6 +54,8 @@ pub struct NodeClassificationTrainer<'a> {
     nodes: Option<NodeConfig>,
     /// APPNP's propagation of the logits (`[model] propagation_steps`), if on.
     propagation: Option<Arc<PredictionPropagation>>,
+    /// GRAND's random propagation of the encoded rows (`[model] input_propagation_steps`), if on.
+    input_propagation: Option<Arc<InputPropagation>>,
     /// The seconds epoch `epoch` (1-based), started at the given instant, took as `β`'s tuner
     /// reads them ([`with_beta_clock`](Self::with_beta_clock)).
     epoch_seconds: fn(usize, Instant) -> f64,
@@ -70,6 +73,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             given: config,
             config: config.clone(),
             propagation: None,
+            input_propagation: None,
             data,
             nodes: None,
             epoch_seconds: |_, started| started.elapsed().as_secs_f64(),
@@ -97,7 +101,9 @@ impl<'a> NodeClassificationTrainer<'a> {
     fn resolve(&mut self) {
         let run = self.run_context();
         self.config = self.given.resolved(run);
-        self.propagation = PredictionPropagation::from_config(&self.config, run, &self.data.dataset.graph).map(Arc::new);
+        let graph = &self.data.dataset.graph;
+        self.propagation = PredictionPropagation::from_config(&self.config, run, graph).map(Arc::new);
+        self.input_propagation = InputPropagation::from_config(&self.config, run, graph).map(Arc::new);
     }
 
     /// Makes this process one node of a multi-node run: every node runs the `[mesh]` layout
@@ -338,6 +344,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             structure_dropout: self.config.data.structure_dropout,
             label_smoothing: self.config.training.label_smoothing,
             propagation: self.propagation.clone(),
+            input_propagation: self.input_propagation.clone(),
             consistency: ConsistencyRegularization::from_config(&self.config, self.run_context()),
             device: devices[0].clone(),
             rank_devices: devices.to_vec(),
