@@ -14,7 +14,9 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
 use crate::backend::GraphAttentionBackend;
-use crate::primitives::{DistanceBiasPrimitive, GraphAttentionInputs, SparseEdgeInputs, SparseEdgeOutput};
+use crate::primitives::{
+    DistanceBiasPrimitive, GraphAttentionInputs, SparseEdgeInputs, SparseEdgeOutput,
+};
 
 /// Backward step of sparse edge attention. Parents: `[q, k, v]`.
 #[derive(Debug)]
@@ -90,7 +92,11 @@ impl<B: GraphAttentionBackend> Backward<B, 5> for GraphAttentionBackward<B> {
 
 impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for Autodiff<B, C> {
     fn sparse_edge_attention_forward(inputs: SparseEdgeInputs<Self>) -> SparseEdgeOutput<Self> {
-        let nodes = [inputs.q.node.clone(), inputs.k.node.clone(), inputs.v.node.clone()];
+        let nodes = [
+            inputs.q.node_guard(),
+            inputs.k.node_guard(),
+            inputs.v.node_guard(),
+        ];
         let inner = SparseEdgeInputs::<B> {
             q: inputs.q.primitive,
             k: inputs.k.primitive,
@@ -123,33 +129,29 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for 
     }
 
     fn graph_attention_forward(inputs: GraphAttentionInputs<Self>) -> FloatTensor<Self> {
-        let q_node = inputs.q.node.clone();
+        // The inputs' guards keep them referenced until this op's node is registered (the
+        // vendored burn-autodiff's `prepare` holds them): the clean-up that ends every thread's
+        // `backward()` frees nodes that no tensor references, and a parent freed before its child
+        // is registered never gets its gradient. The table and the dense bias leave `inputs`
+        // below; when they were dropped there, a Ulysses position's slice of the table (made
+        // just for this call) lost one layer's table gradient in about one run in a hundred on a
+        // cp = dp = 2 mesh.
+        let q_node = inputs.q.node_guard();
         let table_node = inputs
             .distance
             .as_ref()
-            .map_or_else(|| q_node.clone(), |d| d.table.node.clone());
+            .map_or_else(|| q_node.clone(), |d| d.table.node_guard());
         let dense_node = inputs
             .dense
             .as_ref()
-            .map_or_else(|| q_node.clone(), |d| d.node.clone());
+            .map_or_else(|| q_node.clone(), |d| d.node_guard());
         let nodes = [
             q_node,
-            inputs.k.node.clone(),
-            inputs.v.node.clone(),
+            inputs.k.node_guard(),
+            inputs.v.node_guard(),
             table_node,
             dense_node,
         ];
-        // The table's and the dense bias's references, held until this op's node is registered
-        // (q, k and v stay in `inputs` until then), as Burn's own ops hold their inputs: Burn
-        // 0.21's clean-up, which the end of every thread's `backward()` runs over every live
-        // graph, may free nodes that no tensor references, and a parent freed before its child
-        // is registered never gets its gradient. With these references dropped early, a Ulysses
-        // position's slice of the table (made just for this call) lost one layer's table
-        // gradient in about one run in a hundred on a cp = dp = 2 mesh.
-        let held = (
-            inputs.distance.as_ref().map(|d| d.table.rc.clone()),
-            inputs.dense.as_ref().map(|d| d.rc.clone()),
-        );
         let inner = GraphAttentionInputs::<B> {
             q: inputs.q.primitive,
             k: inputs.k.primitive,
@@ -174,7 +176,6 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for 
             }
             OpsKind::UnTracked(prep) => prep.finish(B::graph_attention_forward(inner)),
         };
-        drop(held);
         packed
     }
 }

@@ -48,7 +48,6 @@ mod tests {
 
     #[test]
     fn value_and_derivative_match_a_float64_reference() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         type B = Autodiff<Flex>;
         let device = Default::default();
         let seed = std::time::SystemTime::now()

@@ -154,7 +154,6 @@ mod tests {
 
     #[test]
     fn layer_scale_multiplies_each_residual_branch() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let (plain, x, bias, padding) = setup(None);
         assert!(plain.attention_scale.is_none() && plain.ffn_scale.is_none());
         let (scaled_layer, ..) = setup(Some(0.1));
@@ -182,7 +181,6 @@ mod tests {
 
     #[test]
     fn layer_scales_are_learned() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let (layer, x, bias, padding) = setup(Some(0.1));
         let grads = layer.forward(x, bias, padding).powf_scalar(2.0).sum().backward();
         for scale in [&layer.attention_scale, &layer.ffn_scale] {

@@ -29,8 +29,6 @@
 mod activation;
 mod attend;
 mod attention;
-#[cfg(test)]
-mod autodiff_lock;
 mod batch;
 pub mod dropout;
 pub mod encoders;

@@ -101,7 +101,6 @@ mod tests {
 
     #[test]
     fn the_output_and_gradient_are_the_mask_over_the_keep_probability() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let prob = 0.3;
         let (seed, stream) = (0x5EED, 11);
@@ -148,7 +147,6 @@ mod tests {
             .into_data()
             .assert_eq(&x.into_data(), true);
 
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let x = Tensor::<Autodiff<Flex>, 2>::ones([4, 64], &device);
         let (a, b) = (
             dropout.forward(x.clone()).into_data(),

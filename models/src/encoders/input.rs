@@ -107,7 +107,6 @@ mod tests {
 
     #[test]
     fn drop_node_zeroes_whole_rows_and_scales_the_others_while_training_only() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let prob = 0.4;
         let config = InputEncoderConfig::new(6, 0).with_feature_dim(Some(5));

@@ -30,7 +30,6 @@ mod tests {
 
     #[test]
     fn flat_linear_gives_the_values_and_gradients_of_the_batched_one() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let mut rng = Rng::new();
         let linear = LinearConfig::new(5, 3).init::<B>(&device);

@@ -257,7 +257,6 @@ mod tests {
 
     #[test]
     fn presets_build_run_train_every_parameter_and_write_their_memory() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let mut rng = Rng::new();
         for (name, preset) in TemporalPreset::ALL {
@@ -330,7 +329,6 @@ mod tests {
 
     #[test]
     fn levels_of_distinct_rows_give_the_values_and_gradients_of_rows_written_out() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let mut rng = Rng::new();
         for (name, preset) in TemporalPreset::ALL {
@@ -389,7 +387,6 @@ mod tests {
 
     #[test]
     fn every_preset_fits_a_fixed_batch() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         let device = Default::default();
         let mut rng = Rng::new();
         for (name, preset) in TemporalPreset::ALL {

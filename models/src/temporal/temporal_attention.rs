@@ -209,7 +209,6 @@ mod tests {
 
     #[test]
     fn gradients_match_finite_differences_of_the_float64_reference() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         type B = Autodiff<Flex>;
         let device = Default::default();
         let mut rng = Rng::new();

@@ -131,7 +131,6 @@ mod tests {
 
     #[test]
     fn a_fixed_encoding_receives_no_gradient() {
-        let _autodiff = crate::autodiff_lock::autodiff_lock();
         type B = Autodiff<Flex>;
         let device = Default::default();
         let mut rng = Rng::new();

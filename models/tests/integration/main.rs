@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod checkpoints;
+mod concurrent_backward;
 mod dropout_seeding;
 mod edge_encoding;
 mod graph_token;

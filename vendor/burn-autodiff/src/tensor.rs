@@ -33,6 +33,32 @@ impl<B: Backend> TensorMetadata for AutodiffTensor<B> {
 
 pub type NodeRefCount = Arc<NodeId>;
 
+/// megagraph patch (`PATCHES.md`, item 2; tracel-ai/burn#5647 backported): an operation's input
+/// node together with a reference to it, held from the start of the operation until its own
+/// node is registered.
+///
+/// The clean-up that ends every `backward()` frees, in every graph of the process, the nodes no
+/// tensor references ([`NodeRefCount`] counts). An operation that let go of its inputs before
+/// registering its output (Burn 0.21's `float_cat` did) let another thread's clean-up free an
+/// input in between; the output then had a parent without a step and the leaves behind that
+/// parent silently got no gradient (tracel-ai/burn#5573). [`Backward::prepare`] takes its inputs
+/// as guards, made from live tensors by [`AutodiffTensor::node_guard`], and the preparation keeps
+/// them until the output's step is registered.
+///
+/// [`Backward::prepare`]: crate::ops::Backward::prepare
+#[derive(Debug, Clone)]
+pub struct NodeGuard {
+    node: NodeRef,
+    _rc: NodeRefCount,
+}
+
+impl NodeGuard {
+    /// The guarded node.
+    pub fn node(&self) -> &NodeRef {
+        &self.node
+    }
+}
+
 #[derive(new, Debug)]
 pub(crate) struct RootStep {
     node: NodeRef,
@@ -81,6 +107,15 @@ impl<B: Backend> AutodiffTensor<B> {
             rc: Arc::new(node.id),
             primitive,
             node: node.clone(),
+        }
+    }
+
+    /// megagraph patch (`PATCHES.md`, item 2): the tensor's node, kept referenced (and so out of
+    /// reach of the graphs' clean-up) while the guard lives. See [`NodeGuard`].
+    pub fn node_guard(&self) -> NodeGuard {
+        NodeGuard {
+            node: self.node.clone(),
+            _rc: self.rc.clone(),
         }
     }
 

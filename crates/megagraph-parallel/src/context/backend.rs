@@ -48,7 +48,6 @@ pub trait ContextParallelBackend: GraphAttentionAutodiffBackend + UlyssesBackend
     ) -> Result<FloatTensor<Self>, ParallelError>;
 }
 
-
 impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for Autodiff<B, C> {
     fn ring_attention_packed(
         inputs: GraphAttentionInputs<Self>,
@@ -66,12 +65,15 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
         let dense_node = inputs
             .dense
             .as_ref()
-            .map_or_else(|| inputs.q.node.clone(), |dense| dense.node.clone());
+            .map_or_else(|| inputs.q.node_guard(), |dense| dense.node_guard());
+        // guards: they keep the inputs referenced until this node is registered (see the
+        // one-device op's `graph_attention_forward`), though the table and the dense bias leave
+        // `inputs` below
         let nodes = [
-            inputs.q.node.clone(),
-            inputs.k.node.clone(),
-            inputs.v.node.clone(),
-            distance.table.node.clone(),
+            inputs.q.node_guard(),
+            inputs.k.node_guard(),
+            inputs.v.node_guard(),
+            distance.table.node_guard(),
             dense_node,
         ];
         let dtypes = [
@@ -81,13 +83,6 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
             distance.table.primitive.dtype(),
         ];
         let dense_dtype = inputs.dense.as_ref().map(|dense| dense.primitive.dtype());
-        // the table's and the dense bias's references, held until this node is registered (see
-        // the one-device op's `graph_attention_forward`: Burn 0.21's clean-up may free a parent
-        // that no tensor references before its child is registered)
-        let held = (
-            distance.table.rc.clone(),
-            inputs.dense.as_ref().map(|dense| dense.rc.clone()),
-        );
         // half-precision inputs are computed in f32 (`compute_dtype`), as on one device: q and
         // the table here, k and v per hop (they travel the ring in their own dtype)
         let inner = GraphAttentionInputs::<B> {
@@ -123,7 +118,6 @@ impl<B: GraphAttentionBackend, C: CheckpointStrategy> ContextParallelBackend for
             }
             OpsKind::UnTracked(prep) => prep.finish(packed),
         };
-        drop(held);
         Ok(result)
     }
 }

@@ -141,7 +141,7 @@ impl<B: Backend, C: CheckpointStrategy> UlyssesBackend for Autodiff<B, C> {
             phase: Phase::Forward,
         };
         let input_shape = float::<B>(x.primitive.clone()).dims();
-        let node = x.node.clone();
+        let node = x.node_guard();
         // communicate before registering the node, so an error leaves no half-built graph
         let output = exchange(x.primitive, split, concat, endpoint, tag)?;
         let step = AllToAllBackward::<B> {

@@ -9,7 +9,9 @@ use megagraph_models::temporal::TemporalPreset;
 
 use crate::observer::Quiet;
 use crate::report::TemporalReport;
-use crate::{TemporalDataset, TemporalScheme, TemporalSource, TemporalTrainConfig, TemporalTrainer};
+use crate::{
+    TemporalDataset, TemporalScheme, TemporalSource, TemporalTrainConfig, TemporalTrainer,
+};
 
 fn data() -> TemporalDataset {
     let source = TemporalSource::Synthetic(InteractionConfig {
@@ -19,7 +21,13 @@ fn data() -> TemporalDataset {
     TemporalDataset::load(&source, SplitFractions::default()).unwrap_or_else(|err| panic!("{err}"))
 }
 
-fn run(data: &TemporalDataset, scheme: TemporalScheme, workers: usize, critical_path: bool, delay: u64) -> TemporalReport {
+fn run(
+    data: &TemporalDataset,
+    scheme: TemporalScheme,
+    workers: usize,
+    critical_path: bool,
+    delay: u64,
+) -> TemporalReport {
     let _turn = crate::seeded_turn();
     let config = TemporalTrainConfig {
         model: TemporalPreset::Tgn,
@@ -30,9 +38,9 @@ fn run(data: &TemporalDataset, scheme: TemporalScheme, workers: usize, critical_
         dim: 8,
         mrr_negatives: 0,
         seed: 5,
-        // Dropout draws from the backend's one generator, in the order the workers take turns
-        // at the graph lock, which varies from run to run above one worker: without dropout a
-        // multi-worker run repeats exactly.
+        // Dropout draws from the backend's one generator, in the order the workers' forward
+        // passes (which run at the same time) reach it, which varies from run to run above one
+        // worker: without dropout a multi-worker run repeats exactly.
         dropout: if workers == 1 { 0.1 } else { 0.0 },
         workers,
         scheme: Some(scheme),
@@ -47,7 +55,11 @@ fn run(data: &TemporalDataset, scheme: TemporalScheme, workers: usize, critical_
 
 /// Loss and validation AP of every epoch, and the test AP.
 fn numbers(report: &TemporalReport) -> (Vec<(f64, f64)>, f64, f64) {
-    let history = report.history.iter().map(|e| (e.loss, e.valid_ap)).collect();
+    let history = report
+        .history
+        .iter()
+        .map(|e| (e.loss, e.valid_ap))
+        .collect();
     (history, report.test_ap, report.test_auc)
 }
 
@@ -61,8 +73,16 @@ fn deferred_write_backs_change_no_number() {
     ] {
         let immediate = run(&data, scheme, workers, false, 0);
         let deferred = run(&data, scheme, workers, true, 0);
-        assert_eq!(numbers(&deferred), numbers(&immediate), "{} x {workers}", scheme.name());
-        assert_eq!(deferred.sync_bytes_per_epoch, immediate.sync_bytes_per_epoch);
+        assert_eq!(
+            numbers(&deferred),
+            numbers(&immediate),
+            "{} x {workers}",
+            scheme.name()
+        );
+        assert_eq!(
+            deferred.sync_bytes_per_epoch,
+            immediate.sync_bytes_per_epoch
+        );
     }
 }
 

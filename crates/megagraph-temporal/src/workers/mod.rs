@@ -31,10 +31,9 @@
 //! not change; the time a step waits does.
 //!
 //! At one worker every scheme runs exactly the single-worker loop (same batches, negatives,
-//! samples and updates). The workers' forward and backward passes are serialized by a lock
-//! while Burn's autodiff server drops gradients under concurrent backward passes (see
-//! `worker.rs`); the rest of a step runs in parallel. Progress reaches the observer once per
-//! epoch, not per batch.
+//! samples and updates). The workers run their whole steps in parallel, forward and backward
+//! passes included (see `worker.rs`). Progress reaches the observer once per epoch, not per
+//! batch.
 
 mod barrier;
 mod plan;

@@ -2,7 +2,6 @@
 //! and the exchanges through the store.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use burn::optim::Optimizer;
@@ -12,14 +11,14 @@ use megagraph_models::temporal::TemporalModel;
 use megagraph_parallel::{ReplicaGradients, fresh_leaves};
 
 use super::plan::EpochPlan;
+use super::plan::WorkerBatch;
 use super::store::{MemoryStore, NodeRows};
 use super::write_back::WriteBack;
 use crate::error::Result;
-use crate::state::NodeState;
-use super::plan::WorkerBatch;
 use crate::forward::{forward_chunks, prepare_chunks};
 use crate::prepare::PreparedBatch;
 use crate::setup::Setup;
+use crate::state::NodeState;
 
 /// What every worker of an epoch shares.
 pub(crate) struct WorkerContext<'a> {
@@ -56,22 +55,16 @@ pub(crate) struct WorkerOutcome<B: AutodiffBackend, O> {
     pub step_seconds: f64,
 }
 
-/// Burn 0.21's autodiff graphs live in one process-wide server whose clean-up after a
-/// `backward()` can drop the steps of a graph another thread is still building
-/// (tracel-ai/burn#5573), so a gradient would silently go missing. The workers therefore build
-/// and run their graphs (forward pass, loss, backward pass, the deferred memory write computed
-/// from the graph) one at a time under this lock; sampling, the all-reduce, the optimizer
-/// step and the memory exchange run in parallel. Each batch also runs on a replica with fresh
-/// autodiff leaves ([`fresh_leaves`]), so no two graphs share a node.
-static GRAPH: Mutex<()> = Mutex::new(());
-
-fn graph_lock() -> MutexGuard<'static, ()> {
-    GRAPH.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Runs worker `rank` of `world` through the plan of `context`, from `model`, `optimizer` and
 /// a fresh `state`. With the critical-path optimization the memory write-back of each batch is
 /// split by the next batch's reads ([`WriteBack`]).
+///
+/// The workers build and run their autodiff graphs (forward pass, loss, backward pass, the
+/// memory write computed from the graph) at the same time, each on a replica with fresh
+/// autodiff leaves ([`fresh_leaves`]), so no two workers' graphs share a node. Burn 0.21 could
+/// free the steps of a graph one thread was still building when another thread's `backward()`
+/// ended (tracel-ai/burn#5573), and the workers took turns under a lock; the vendored
+/// burn-autodiff fixes that (`vendor/burn-autodiff/PATCHES.md`, item 2).
 ///
 /// # Errors
 ///
@@ -99,7 +92,8 @@ where
     let mut outcome_loss = 0.0;
     let (mut batches, mut sync_bytes, mut step_seconds) = (0, 0, 0.0);
     let deferred = context.critical_path && state.is_some();
-    let mut state = state.map(|state| WriteBack::new(rank, state, deferred, setup.write_back_delay, graph_lock));
+    let mut state =
+        state.map(|state| WriteBack::new(rank, state, deferred, setup.write_back_delay));
     // node -> the latest event that wrote it since the last exchange
     let mut written: HashMap<usize, usize> = HashMap::new();
     // this worker's next batch, prepared a step ahead when its reads decide what is hot
@@ -116,7 +110,9 @@ where
                 None => prepare(setup, batch)?,
             };
             if deferred {
-                let next = context.plan.steps[index + 1..].iter().find_map(|s| s.batches[rank].as_ref());
+                let next = context.plan.steps[index + 1..]
+                    .iter()
+                    .find_map(|s| s.batches[rank].as_ref());
                 if let Some(next) = next {
                     let chunks = prepare(setup, next)?;
                     hot.extend(chunks.iter().flat_map(PreparedBatch::memory_reads));
@@ -126,11 +122,12 @@ where
             if let Some(state) = &state {
                 state.fence()?;
                 debug_assert!(
-                    state.pending_among(chunks.iter().flat_map(PreparedBatch::memory_reads)).is_empty(),
+                    state
+                        .pending_among(chunks.iter().flat_map(PreparedBatch::memory_reads))
+                        .is_empty(),
                     "worker {rank}, step {index}: a deferred memory write-back is read before it completed"
                 );
             }
-            let _graph = graph_lock();
             let fresh = fresh_leaves(model.clone());
             let mut locked = state.as_ref().map(WriteBack::lock);
             let forward = forward_chunks(setup, &fresh, locked.as_deref_mut(), &chunks, &tensors)?;
@@ -143,14 +140,17 @@ where
             write = forward.write;
             replica = Some(fresh);
         }
-        let averaged =
-            reducer.average::<B, _>(replica.as_ref().unwrap_or(&model), grads.as_ref(), index as u64, device)?;
+        let averaged = reducer.average::<B, _>(
+            replica.as_ref().unwrap_or(&model),
+            grads.as_ref(),
+            index as u64,
+            device,
+        )?;
         drop(grads);
         if let Some(averaged) = averaged {
             model = optimizer.step(learning_rate, model, averaged);
         }
         if let (Some((write, (src, dst))), Some(state)) = (write, state.as_mut()) {
-            let _graph = graph_lock();
             state.write(write, &src, &dst, &hot)?;
         }
         if let (Some(batch), true) = (batch, exchanges) {
@@ -189,6 +189,8 @@ where
 /// The IMR chunks of `batch`, sampled, with its negatives.
 fn prepare(setup: &Setup<'_>, batch: &WorkerBatch) -> Result<Vec<PreparedBatch>> {
     let key = batch.phase.negative_key();
-    let negatives = setup.negatives.sample(key, batch.index as u64, batch.events.len(), 1);
+    let negatives = setup
+        .negatives
+        .sample(key, batch.index as u64, batch.events.len(), 1);
     prepare_chunks(setup, &batch.events, &negatives, batch.phase, batch.index)
 }

@@ -1,3 +1,5 @@
+// megagraph patch (`PATCHES.md`, item 2): every `prepare` of this file takes its inputs as
+// `node_guard()`s (it took `node`s), which keep them referenced until the op's step is registered.
 use core::marker::PhantomData;
 
 use crate::{
@@ -38,7 +40,7 @@ impl<B: Backend, C: CheckpointStrategy> ActivationOps<Autodiff<B, C>> for Autodi
         }
 
         match Gelu
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroGelu::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -75,7 +77,7 @@ impl<B: Backend, C: CheckpointStrategy> ActivationOps<Autodiff<B, C>> for Autodi
         }
 
         match Relu
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroRelu::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -113,7 +115,7 @@ impl<B: Backend, C: CheckpointStrategy> ActivationOps<Autodiff<B, C>> for Autodi
         }
 
         match Sigmoid
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSigmoid::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -151,7 +153,7 @@ impl<B: Backend, C: CheckpointStrategy> ActivationOps<Autodiff<B, C>> for Autodi
         }
 
         match LogSigmoid
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroLogSigmoid::<B>::new(tensor.node.id))
             .parents([&tensor])

@@ -3,6 +3,7 @@ use crate::{
     checkpoint::{base::Checkpointer, builder::CheckpointerBuilder, strategy::CheckpointStrategy},
     grads::Gradients,
     graph::{ComputingProperty, NodeRef, Requirement},
+    tensor::NodeGuard,
     utils::duplicate,
 };
 use burn_backend::Backend;
@@ -31,11 +32,16 @@ where
     );
 
     /// Prepare the backward ops.
+    ///
+    /// megagraph patch (`PATCHES.md`, item 2; tracel-ai/burn#5647 backported): the inputs come
+    /// as [guards](NodeGuard) (`tensor.node_guard()`), which the preparation holds until the
+    /// output's step is registered, so no clean-up frees an input in between.
     fn prepare<C: CheckpointStrategy>(
         self,
-        nodes: [NodeRef; N],
+        nodes: [NodeGuard; N],
     ) -> OpsPrep<Self, B, Self::State, C, N> {
-        let requirement = Requirement::from_nodes(&nodes);
+        let requirement =
+            Requirement::from_nodes(&nodes.each_ref().map(|guard| guard.node().clone()));
         OpsPrep::new(
             nodes,
             requirement,

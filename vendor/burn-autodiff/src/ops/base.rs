@@ -8,7 +8,7 @@ use crate::{
     },
     grads::Gradients,
     graph::{ComputingProperty, NodeId, NodeRef, Parent, Requirement, Step},
-    tensor::AutodiffTensor,
+    tensor::{AutodiffTensor, NodeGuard},
 };
 use alloc::boxed::Box;
 use burn_backend::{Backend, TensorMetadata, tensor::FloatTensor};
@@ -23,7 +23,9 @@ use burn_backend::distributed::DistributedParams;
 /// Each mode has its own set of functions to minimize cloning for unused backward states.
 #[derive(new)]
 pub struct OpsPrep<Backward, B, S, C, const N: usize, Mode = Init> {
-    nodes: [NodeRef; N],
+    // megagraph patch (`PATCHES.md`, item 2): the inputs' guards, held until `finish` has
+    // registered the output's step (they were `NodeRef`s, which keep no input referenced).
+    nodes: [NodeGuard; N],
     requirement: Requirement,
     backward: Backward,
     compute_property: ComputingProperty,
@@ -175,18 +177,19 @@ where
 {
     /// Finish the preparation of an untracked operation and returns the output tensor.
     pub fn finish(self, output: FloatTensor<B>) -> AutodiffTensor<B> {
-        let output = AutodiffTensor::from_parents(
-            output,
-            &self.nodes,
-            self.requirement,
-            self.compute_property,
-        );
-        let parents = self.nodes.map(|node| node.clone_if_require_grad());
+        // megagraph patch (`PATCHES.md`, item 2): the guards outlive the registration below.
+        let guards = self.nodes;
+        let nodes = guards.each_ref().map(|guard| guard.node().clone());
+        let output =
+            AutodiffTensor::from_parents(output, &nodes, self.requirement, self.compute_property);
+        let parents = nodes.map(|node| node.clone_if_require_grad());
         let ops = Ops::new(parents, output.node.clone(), ());
 
         // We register the ops in the graph even if untracked, otherwise memory bound operations
         // that have an untracked parent would not be able to retrieve it
-        output.register_step(UntrackedOpsStep::new(ops), self.checkpointer_builder)
+        let output = output.register_step(UntrackedOpsStep::new(ops), self.checkpointer_builder);
+        drop(guards);
+        output
     }
 }
 
@@ -198,16 +201,18 @@ where
 {
     /// Finish the preparation of a tracked operation and returns the output tensor.
     pub fn finish(self, state: S, output: FloatTensor<B>) -> AutodiffTensor<B> {
-        let output = AutodiffTensor::from_parents(
-            output,
-            &self.nodes,
-            self.requirement,
-            self.compute_property,
-        );
-        let parents = self.nodes.map(|node| node.clone_if_require_grad());
+        // megagraph patch (`PATCHES.md`, item 2): the guards outlive the registration below.
+        let guards = self.nodes;
+        let nodes = guards.each_ref().map(|guard| guard.node().clone());
+        let output =
+            AutodiffTensor::from_parents(output, &nodes, self.requirement, self.compute_property);
+        let parents = nodes.map(|node| node.clone_if_require_grad());
         let ops = Ops::new(parents, output.node.clone(), state);
 
-        output.register_step(OpsStep::new(ops, self.backward), self.checkpointer_builder)
+        let output =
+            output.register_step(OpsStep::new(ops, self.backward), self.checkpointer_builder);
+        drop(guards);
+        output
     }
 
     /// Checkpoints the tensor

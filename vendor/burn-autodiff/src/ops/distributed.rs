@@ -1,3 +1,5 @@
+// megagraph patch (`PATCHES.md`, item 2): every `prepare` of this file takes its inputs as
+// `node_guard()`s (it took `node`s), which keep them referenced until the op's step is registered.
 use alloc::vec::Vec;
 use burn_backend::{
     DeviceId,
@@ -62,15 +64,13 @@ impl<B: DistributedBackend, C: CheckpointStrategy> DistributedBackend for Autodi
             }
         }
 
+        // megagraph patch (`PATCHES.md`, item 2): the guard is taken before the primitive leaves.
+        let guard = tensor.node_guard();
         let collective = B::all_reduce(tensor.primitive, op, device_ids.clone());
         // Safety: we call `assume_resolved` only to wrap it in a new `CollectiveTensor`.
         let resolved = unsafe { collective.assume_resolved() };
 
-        match AllReduce
-            .prepare::<C>([tensor.node.clone()])
-            .compute_bound()
-            .stateful()
-        {
+        match AllReduce.prepare::<C>([guard]).compute_bound().stateful() {
             OpsKind::Tracked(preps) => {
                 let output = preps.finish((op, device_ids), resolved);
                 CollectiveTensor::new(output)

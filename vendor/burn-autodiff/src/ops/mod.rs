@@ -15,3 +15,5 @@ pub(crate) mod sort;
 
 pub use backward::*;
 pub use base::*;
+// megagraph patch (`PATCHES.md`, item 2): what `Backward::prepare` takes.
+pub use crate::tensor::NodeGuard;

@@ -1,3 +1,5 @@
+// megagraph patch (`PATCHES.md`, item 2): every `prepare` of this file takes its inputs as
+// `node_guard()`s (it took `node`s), which keep them referenced until the op's step is registered.
 use crate::Autodiff;
 use crate::checkpoint::base::Checkpointer;
 use crate::checkpoint::strategy::CheckpointStrategy;
@@ -36,7 +38,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match Embedding
-            .prepare::<C>([weights.node])
+            .prepare::<C>([weights.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -133,7 +135,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
 
         match bias {
             Some(bias) => match LinearWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -153,7 +155,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match LinearNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -273,7 +275,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
         match bias {
             Some(bias) => match Conv1DWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -294,7 +296,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match Conv1DNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -400,7 +402,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
 
         match bias {
             Some(bias) => match ConvTranspose1DWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -426,7 +428,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match ConvTranspose1DNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -533,7 +535,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
 
         match bias {
             Some(bias) => match Conv2DWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -554,7 +556,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match Conv2DNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -739,11 +741,11 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         match (mask, bias) {
             (Some(mask), Some(bias)) => match DeformConv2DWithMaskWithBias
                 .prepare::<C>([
-                    x.node.clone(),
-                    offset.node.clone(),
-                    weight.node.clone(),
-                    mask.node.clone(),
-                    bias.node.clone(),
+                    x.node_guard(),
+                    offset.node_guard(),
+                    weight.node_guard(),
+                    mask.node_guard(),
+                    bias.node_guard(),
                 ])
                 .compute_bound()
                 .stateful()
@@ -784,10 +786,10 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
             },
             (Some(mask), None) => match DeformConv2DWithMaskNoBias
                 .prepare::<C>([
-                    x.node.clone(),
-                    offset.node.clone(),
-                    weight.node.clone(),
-                    mask.node.clone(),
+                    x.node_guard(),
+                    offset.node_guard(),
+                    weight.node_guard(),
+                    mask.node_guard(),
                 ])
                 .compute_bound()
                 .stateful()
@@ -826,10 +828,10 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
             },
             (None, Some(bias)) => match DeformConv2DNoMaskWithBias
                 .prepare::<C>([
-                    x.node.clone(),
-                    offset.node.clone(),
-                    weight.node.clone(),
-                    bias.node.clone(),
+                    x.node_guard(),
+                    offset.node_guard(),
+                    weight.node_guard(),
+                    bias.node_guard(),
                 ])
                 .compute_bound()
                 .stateful()
@@ -867,7 +869,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             (None, None) => match DeformConv2DNoMaskNoBias
-                .prepare::<C>([x.node.clone(), offset.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), offset.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -998,7 +1000,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
 
         match bias {
             Some(bias) => match ConvTranspose2DWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -1025,7 +1027,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match ConvTranspose2DNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -1133,7 +1135,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
 
         match bias {
             Some(bias) => match Conv3DWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -1154,7 +1156,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match Conv3DNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -1261,7 +1263,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
 
         match bias {
             Some(bias) => match ConvTranspose3DWithBias
-                .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard(), bias.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -1288,7 +1290,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 )),
             },
             None => match ConvTranspose3DNoBias
-                .prepare::<C>([x.node.clone(), weight.node.clone()])
+                .prepare::<C>([x.node_guard(), weight.node_guard()])
                 .compute_bound()
                 .stateful()
             {
@@ -1368,7 +1370,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match AvgPool1D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1446,7 +1448,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match AvgPool2D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1503,7 +1505,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         ceil_mode: bool,
     ) -> AutodiffTensor<B> {
         match MaxPool1D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1550,7 +1552,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         ceil_mode: bool,
     ) -> MaxPool1dWithIndices<Self> {
         match MaxPool1D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1628,7 +1630,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         ceil_mode: bool,
     ) -> AutodiffTensor<B> {
         match MaxPool2D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1675,7 +1677,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         ceil_mode: bool,
     ) -> MaxPool2dWithIndices<Self> {
         match MaxPool2D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1759,7 +1761,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match AdaptiveAvgPool1D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1798,7 +1800,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match AdaptiveAvgPool2D
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1849,7 +1851,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match Interpolate
-            .prepare::<C>([x.node.clone()])
+            .prepare::<C>([x.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1938,7 +1940,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         }
 
         match CtcLoss
-            .prepare::<C>([log_probs.node.clone()])
+            .prepare::<C>([log_probs.node_guard()])
             .compute_bound()
             .stateful()
         {

@@ -1,3 +1,5 @@
+// megagraph patch (`PATCHES.md`, item 2): every `prepare` of this file takes its inputs as
+// `node_guard()`s (it took `node`s), which keep them referenced until the op's step is registered.
 use alloc::{boxed::Box, vec, vec::Vec};
 use core::marker::PhantomData;
 
@@ -121,7 +123,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match ToDevice
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -165,7 +167,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Add
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroAdd::<B>::new(lhs.node.id, rhs.node.id))
             .parents([&lhs, &rhs])
@@ -199,7 +201,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         AddScalar
-            .prepare::<C>([lhs.node.clone()])
+            .prepare::<C>([lhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroAddScalar::<B>::new(lhs.node.id, rhs))
             .parents([&lhs])
@@ -234,7 +236,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Sub
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroSub::<B>::new(lhs.node.id, rhs.node.id))
             .parents([&lhs, &rhs])
@@ -268,7 +270,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         SubScalar
-            .prepare::<C>([lhs.node.clone()])
+            .prepare::<C>([lhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroSubScalar::<B>::new(lhs.node.id, rhs))
             .parents([&lhs])
@@ -315,7 +317,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let broadcast = BinaryOpsBroadcast::new::<B>(&lhs.primitive, &rhs.primitive);
 
         match Mul
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroMul::<B>::new(lhs.node.id, rhs.node.id))
             .parents([&lhs, &rhs])
@@ -356,7 +358,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match MulScalar
-            .prepare::<C>([lhs.node.clone()])
+            .prepare::<C>([lhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroMulScalar::<B>::new(lhs.node.id, rhs))
             .parents([&lhs])
@@ -416,7 +418,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let broadcast = BinaryOpsBroadcast::new::<B>(&lhs.primitive, &rhs.primitive);
 
         match Div
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroDiv::<B>::new(lhs.node.id, rhs.node.id))
             .parents([&lhs, &rhs])
@@ -458,7 +460,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match DivScalar
-            .prepare::<C>([lhs.node.clone()])
+            .prepare::<C>([lhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroDivScalar::<B>::new(lhs.node.id, rhs))
             .parents([&lhs])
@@ -514,7 +516,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let broadcast = BinaryOpsBroadcast::new::<B>(&lhs.primitive, &rhs.primitive);
 
         match Rem
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroRem::<B>::new(lhs.node.id, rhs.node.id))
             .parents([&lhs, &rhs])
@@ -555,7 +557,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         RemainderScalar
-            .prepare::<C>([lhs.node.clone()])
+            .prepare::<C>([lhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroRemainderScalar::<B>::new(lhs.node.id, rhs))
             .parents([&lhs])
@@ -604,7 +606,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let broadcast = BinaryOpsBroadcast::new::<B>(&lhs.primitive, &rhs.primitive);
 
         match Matmul
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -655,7 +657,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let rhs_tracked = rhs.is_tracked();
 
         match Cross
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -692,7 +694,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
             }
         }
 
-        Neg.prepare::<C>([tensor.node.clone()])
+        Neg.prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroNeg::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -725,7 +727,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Recip
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroRecip::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -777,7 +779,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match SwapDim
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSwapDims::<B>::new(tensor.node.id, dim1, dim2))
             .parents([&tensor])
@@ -835,7 +837,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match PermuteDim
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroPermuteDims::<B>::new(tensor.node.id, axes.to_vec()))
             .parents([&tensor])
@@ -885,7 +887,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match FlipDim
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroFlipDims::<B>::new(tensor.node.id, axes.to_vec()))
             .parents([&tensor])
@@ -945,7 +947,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match ReshapeDim
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroReshape::<B>::new(tensor.node.id, shape.clone()))
             .parents([&tensor])
@@ -986,7 +988,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Gather
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1037,7 +1039,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Scatter
-            .prepare::<C>([tensor.node, value.node])
+            .prepare::<C>([tensor.node_guard(), value.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1090,7 +1092,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
                 }
 
                 match ScatterNdAdd
-                    .prepare::<C>([data.node, values.node])
+                    .prepare::<C>([data.node_guard(), values.node_guard()])
                     .compute_bound()
                     .stateful()
                 {
@@ -1148,7 +1150,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
                 }
 
                 match ScatterNdAssign
-                    .prepare::<C>([data.node, values.node])
+                    .prepare::<C>([data.node_guard(), values.node_guard()])
                     .compute_bound()
                     .stateful()
                 {
@@ -1224,7 +1226,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
                 let values_tracked = values.is_tracked();
 
                 match ScatterNdMul
-                    .prepare::<C>([data.node, values.node])
+                    .prepare::<C>([data.node_guard(), values.node_guard()])
                     .compute_bound()
                     .stateful()
                 {
@@ -1332,7 +1334,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
                 let is_max = matches!(reduction, IndexingUpdateOp::Max);
 
                 match ScatterNdMinMax
-                    .prepare::<C>([data.node, values.node])
+                    .prepare::<C>([data.node_guard(), values.node_guard()])
                     .compute_bound()
                     .stateful()
                 {
@@ -1384,7 +1386,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match GatherNd
-            .prepare::<C>([data.node])
+            .prepare::<C>([data.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1442,7 +1444,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Select
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSelect::<B>::new(tensor.node.id, dim, indices.clone()))
             .parents([&tensor])
@@ -1511,7 +1513,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match IndexSelectDimAssign
-            .prepare::<C>([tensor.node.clone(), value.node.clone()])
+            .prepare::<C>([tensor.node_guard(), value.node_guard()])
             .memory_bound()
             .retro_forward(RetroSelectAssign::<B>::new(
                 tensor.node.id,
@@ -1573,7 +1575,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Index
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSlice::<B>::new(tensor.node.id, slices.to_vec()))
             .parents([&tensor])
@@ -1642,7 +1644,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match SliceAssign
-            .prepare::<C>([tensor.node.clone(), value.node.clone()])
+            .prepare::<C>([tensor.node_guard(), value.node_guard()])
             .memory_bound()
             .retro_forward(RetroSliceAssign::<B>::new(
                 tensor.node.id,
@@ -1709,7 +1711,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match MaskWhere
-            .prepare::<C>([tensor.node, source.node])
+            .prepare::<C>([tensor.node_guard(), source.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1754,7 +1756,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match MaskFill
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -1913,7 +1915,11 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
             }
         }
 
-        match Mean.prepare::<C>([tensor.node]).compute_bound().stateful() {
+        match Mean
+            .prepare::<C>([tensor.node_guard()])
+            .compute_bound()
+            .stateful()
+        {
             OpsKind::Tracked(prep) => {
                 prep.finish(tensor.primitive.shape(), B::float_mean(tensor.primitive))
             }
@@ -1944,7 +1950,11 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
             }
         }
 
-        match Sum.prepare::<C>([tensor.node]).compute_bound().stateful() {
+        match Sum
+            .prepare::<C>([tensor.node_guard()])
+            .compute_bound()
+            .stateful()
+        {
             OpsKind::Tracked(prep) => {
                 prep.finish(tensor.primitive.shape(), B::float_sum(tensor.primitive))
             }
@@ -1979,7 +1989,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match MeanDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -2016,7 +2026,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match SumDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -2053,7 +2063,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match CumSum
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -2111,7 +2121,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match CumProd
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -2178,7 +2188,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match CumMin
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -2245,7 +2255,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match CumMax
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -2302,7 +2312,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Exp
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroExp::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2340,7 +2350,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Log
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroLog::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2380,7 +2390,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Log1P
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroLog1P::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2435,7 +2445,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match PowfScalar
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroPowfScalar::<B>::new(tensor.node.id, value.elem()))
             .parents([&tensor])
@@ -2477,7 +2487,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Sqrt
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSqrt::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2515,7 +2525,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Abs
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAbs::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2554,7 +2564,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Cos
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroCos::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2592,7 +2602,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Sin
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSin::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2634,7 +2644,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Tanh
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroTanh::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2671,7 +2681,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Cosh
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroCosh::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2708,7 +2718,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Sinh
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSinh::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2748,7 +2758,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Tan
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroTan::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2788,7 +2798,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Asin
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAsin::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2829,7 +2839,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Acos
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAcos::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2869,7 +2879,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Atan
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAtan::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2910,7 +2920,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Asinh
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAsinh::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2951,7 +2961,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Acosh
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAcosh::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -2992,7 +3002,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Atanh
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroAtanh::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3064,7 +3074,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let broadcast = BinaryOpsBroadcast::new::<B>(&y.primitive, &x.primitive);
 
         match Atan2
-            .prepare::<C>([y.node.clone(), x.node.clone()])
+            .prepare::<C>([y.node_guard(), x.node_guard()])
             .memory_bound()
             .retro_forward(RetroAtan2::<B>::new(y.node.id, x.node.id))
             .parents([&y, &x])
@@ -3106,7 +3116,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Round
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroRound::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3142,7 +3152,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Floor
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroFloor::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3178,7 +3188,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Ceil
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroCeil::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3214,7 +3224,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Trunc
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroTrunc::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3256,7 +3266,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Erf
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroErf::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3330,6 +3340,13 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let mut nodes = Vec::with_capacity(tensors.len());
         let mut primitives = Vec::with_capacity(tensors.len());
         let mut dim_sizes = Vec::with_capacity(tensors.len());
+        // megagraph patch (`PATCHES.md`, item 2; tracel-ai/burn#5573): the loop below lets go of
+        // the inputs, whose nodes another thread's clean-up could then free before this step is
+        // registered (the inputs' leaves then got no gradient). Their guards live until the end.
+        let guards = tensors
+            .iter()
+            .map(AutodiffTensor::node_guard)
+            .collect::<Vec<_>>();
 
         tensors.into_iter().for_each(|tensor| {
             dim_sizes.push(tensor.primitive.shape()[dim]);
@@ -3366,12 +3383,14 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
             parents.push(Parent { id: node.id });
         }
         let ops = CatStep::<B>::new(nodes, dim_sizes, output.node.clone(), dim, parents);
-        output.register_step(ops, checkpointer_builder)
+        let output = output.register_step(ops, checkpointer_builder);
+        drop(guards);
+        output
     }
 
     fn float_max_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         match MaxMinDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3391,7 +3410,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         indices_dtype: IntDType,
     ) -> (FloatTensor<Self>, IntTensor<B>) {
         match MaxMinDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3415,7 +3434,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
 
     fn float_min_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
         match MaxMinDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3435,7 +3454,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         indices_dtype: IntDType,
     ) -> (FloatTensor<Self>, IntTensor<B>) {
         match MaxMinDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3519,7 +3538,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         let broadcast = BinaryOpsBroadcast::new::<B>(&lhs.primitive, &rhs.primitive);
 
         match PowF
-            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .prepare::<C>([lhs.node_guard(), rhs.node_guard()])
             .memory_bound()
             .retro_forward(RetroPowf::<B>::new(lhs.node.id, rhs.node.id))
             .parents([&lhs, &rhs])
@@ -3559,7 +3578,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
             }
         }
 
-        Sign.prepare::<C>([tensor.node.clone()])
+        Sign.prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroSign::<B>::new(tensor.node.id))
             .parents([&tensor])
@@ -3624,7 +3643,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match ExpandDim
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroExpand::<B>::new(tensor.node.id, shape.clone()))
             .parents([&tensor])
@@ -3640,7 +3659,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
 
     fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self> {
         match super::sort::SortDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3668,7 +3687,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         indices_dtype: IntDType,
     ) -> (FloatTensor<Self>, IntTensor<B>) {
         match super::sort::SortDim
-            .prepare::<C>([tensor.node])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3748,7 +3767,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Repeat
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .memory_bound()
             .retro_forward(RetroRepeat::<B>::new(tensor.node.id, dim, times))
             .parents([&tensor])
@@ -3786,7 +3805,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Cast
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
@@ -3869,7 +3888,7 @@ impl<B: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Autodiff<B, C> 
         }
 
         match Unfold
-            .prepare::<C>([tensor.node.clone()])
+            .prepare::<C>([tensor.node_guard()])
             .compute_bound()
             .stateful()
         {
