@@ -266,6 +266,31 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
 }
 
+#[test]
+fn random_propagation_trains_and_the_report_reads_the_propagated_rows() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.training.epochs = 3;
+    config.model.node_dropout = 0.5;
+    config.model.input_propagation_steps = 3;
+    let device = Default::default();
+    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
+        .fit::<Autodiff<Flex>>(&device, &mut Quiet)
+        .expect("train");
+    let report = outcome.report;
+    assert!(report.history.iter().all(|epoch| epoch.loss.is_finite()), "{:?}", report.history);
+    let evaluate = |config: &TrainConfig| {
+        let data = prepare(config).expect("prepare");
+        let batches = every_sequence(&data, config.training.batch_size);
+        NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
+    };
+    let propagated = evaluate(&config);
+    assert_eq!((propagated.valid, propagated.test), (report.best_valid_accuracy, report.test_accuracy));
+    let mut plain = config.clone();
+    plain.model.input_propagation_steps = 0;
+    assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
+}
+
 /// Every sequence of `data` in order, in batches of `batch_size` (what the trainer evaluates).
 fn every_sequence(data: &megagraph_train::SequenceDataset, batch_size: usize) -> Vec<Vec<usize>> {
     (0..data.num_sequences())
