@@ -224,6 +224,16 @@ fn gradients_of_the_virtual_distance_and_the_token_match_float64_differences() {
     }
 }
 
+/// A small model with the graph token, its embedding drawn at random (not zero).
+/// On the default device.
+fn model_with_token() -> megagraph_models::GraphTransformer<B> {
+    let device = Default::default();
+    let mut model = small_model(BATCH * SEQ, D_MODEL, HEADS, MAX_DISTANCE).with_graph_token(true).init::<B>(&device);
+    let token = model.graph_token.as_mut().unwrap_or_else(|| panic!("no graph token"));
+    token.embedding = Param::from_tensor(Tensor::random([1, D_MODEL], Distribution::Normal(0.0, 1.0), &device));
+    model
+}
+
 /// A batch of `problem` with features, degrees 1 and the given index.
 fn batch(problem: &Problem, index: BucketIndex<B>) -> GraphBatch<B> {
     let device = Default::default();
@@ -242,9 +252,7 @@ fn the_model_with_the_token_agrees_dense_and_sparse_masks_padding_and_drops_the_
     let _turn = crate::turn();
     let problem = Problem::draw();
     let device = Default::default();
-    let mut model = small_model(BATCH * SEQ, D_MODEL, HEADS, MAX_DISTANCE).with_graph_token(true).init::<B>(&device);
-    let token = model.graph_token.as_mut().unwrap_or_else(|| panic!("no graph token"));
-    token.embedding = Param::from_tensor(Tensor::random([1, D_MODEL], Distribution::Normal(0.0, 1.0), &device));
+    let mut model = model_with_token();
     let dense = model.forward(batch(&problem, problem.dense(&device)));
     assert_eq!(dense.dims(), [BATCH, SEQ, 3]);
     let sparse = model.forward(batch(&problem, problem.sparse(&device)));
@@ -278,9 +286,7 @@ fn a_mix_of_the_node_rows_runs_before_the_token_joins_them() {
     let _turn = crate::turn();
     let problem = Problem::draw();
     let device = Default::default();
-    let mut model = small_model(BATCH * SEQ, D_MODEL, HEADS, MAX_DISTANCE).with_graph_token(true).init::<B>(&device);
-    let token = model.graph_token.as_mut().unwrap_or_else(|| panic!("no graph token"));
-    token.embedding = Param::from_tensor(Tensor::random([1, D_MODEL], Distribution::Normal(0.0, 1.0), &device));
+    let model = model_with_token();
     let plain = model.forward(batch(&problem, problem.dense(&device)));
     let identity = model
         .forward_mixed_with(batch(&problem, problem.dense(&device)), &LocalAttention, |rows| rows)

@@ -248,22 +248,7 @@ fn propagation_and_consistency_train_and_the_report_reads_the_whole_graph_propag
     // the same inputs with and without the propagation (unset, the hop features follow it)
     config.data.feature_hops = Some(0);
     config.training.consistency_weight = Some(1.0);
-    let device = Default::default();
-    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
-        .fit::<Autodiff<Flex>>(&device, &mut Quiet)
-        .expect("train");
-    let report = outcome.report;
-    assert!(report.history.iter().all(|epoch| epoch.loss.is_finite()), "{:?}", report.history);
-    let evaluate = |config: &TrainConfig| {
-        let data = prepare(config).expect("prepare");
-        let batches = every_sequence(&data, config.training.batch_size);
-        NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
-    };
-    let propagated = evaluate(&config);
-    assert_eq!((propagated.valid, propagated.test), (report.best_valid_accuracy, report.test_accuracy));
-    let mut plain = config.clone();
-    plain.model.propagation_steps = Some(0);
-    assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
+    trains_and_the_report_reads_it(&config, |plain| plain.model.propagation_steps = Some(0));
 }
 
 #[test]
@@ -273,8 +258,14 @@ fn random_propagation_trains_and_the_report_reads_the_propagated_rows() {
     config.training.epochs = 3;
     config.model.node_dropout = 0.5;
     config.model.input_propagation_steps = 3;
+    trains_and_the_report_reads_it(&config, |plain| plain.model.input_propagation_steps = 0);
+}
+
+/// Trains `config` (finite losses), checks that evaluating the best model with `config` gives the
+/// report's accuracies, and that evaluating it with `switch_off` applied to `config` changes them.
+fn trains_and_the_report_reads_it(config: &TrainConfig, switch_off: impl FnOnce(&mut TrainConfig)) {
     let device = Default::default();
-    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
+    let outcome = NodeClassificationTrainer::new(config, prepare(config).expect("prepare"))
         .fit::<Autodiff<Flex>>(&device, &mut Quiet)
         .expect("train");
     let report = outcome.report;
@@ -284,11 +275,11 @@ fn random_propagation_trains_and_the_report_reads_the_propagated_rows() {
         let batches = every_sequence(&data, config.training.batch_size);
         NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
     };
-    let propagated = evaluate(&config);
-    assert_eq!((propagated.valid, propagated.test), (report.best_valid_accuracy, report.test_accuracy));
+    let on = evaluate(config);
+    assert_eq!((on.valid, on.test), (report.best_valid_accuracy, report.test_accuracy));
     let mut plain = config.clone();
-    plain.model.input_propagation_steps = 0;
-    assert_ne!(evaluate(&plain), propagated, "the propagation changed no prediction");
+    switch_off(&mut plain);
+    assert_ne!(evaluate(&plain), on, "switching it off changed no prediction");
 }
 
 /// Every sequence of `data` in order, in batches of `batch_size` (what the trainer evaluates).
