@@ -14,9 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
 use crate::backend::GraphAttentionBackend;
-use crate::primitives::{
-    DistanceBiasPrimitive, GraphAttentionInputs, SparseEdgeInputs, SparseEdgeOutput,
-};
+use crate::primitives::{DistanceBiasPrimitive, GraphAttentionInputs, SparseEdgeInputs, SparseEdgeOutput};
 
 /// Backward step of sparse edge attention. Parents: `[q, k, v]`.
 #[derive(Debug)]
@@ -92,11 +90,7 @@ impl<B: GraphAttentionBackend> Backward<B, 5> for GraphAttentionBackward<B> {
 
 impl<B: GraphAttentionBackend, C: CheckpointStrategy> GraphAttentionBackend for Autodiff<B, C> {
     fn sparse_edge_attention_forward(inputs: SparseEdgeInputs<Self>) -> SparseEdgeOutput<Self> {
-        let nodes = [
-            inputs.q.node_guard(),
-            inputs.k.node_guard(),
-            inputs.v.node_guard(),
-        ];
+        let nodes = [inputs.q.node_guard(), inputs.k.node_guard(), inputs.v.node_guard()];
         let inner = SparseEdgeInputs::<B> {
             q: inputs.q.primitive,
             k: inputs.k.primitive,

@@ -9,9 +9,7 @@ use megagraph_models::temporal::TemporalPreset;
 
 use crate::observer::Quiet;
 use crate::report::TemporalReport;
-use crate::{
-    TemporalDataset, TemporalScheme, TemporalSource, TemporalTrainConfig, TemporalTrainer,
-};
+use crate::{TemporalDataset, TemporalScheme, TemporalSource, TemporalTrainConfig, TemporalTrainer};
 
 fn data() -> TemporalDataset {
     let source = TemporalSource::Synthetic(InteractionConfig {
@@ -21,13 +19,7 @@ fn data() -> TemporalDataset {
     TemporalDataset::load(&source, SplitFractions::default()).unwrap_or_else(|err| panic!("{err}"))
 }
 
-fn run(
-    data: &TemporalDataset,
-    scheme: TemporalScheme,
-    workers: usize,
-    critical_path: bool,
-    delay: u64,
-) -> TemporalReport {
+fn run(data: &TemporalDataset, scheme: TemporalScheme, workers: usize, critical_path: bool, delay: u64) -> TemporalReport {
     let _turn = crate::seeded_turn();
     let config = TemporalTrainConfig {
         model: TemporalPreset::Tgn,
@@ -55,11 +47,7 @@ fn run(
 
 /// Loss and validation AP of every epoch, and the test AP.
 fn numbers(report: &TemporalReport) -> (Vec<(f64, f64)>, f64, f64) {
-    let history = report
-        .history
-        .iter()
-        .map(|e| (e.loss, e.valid_ap))
-        .collect();
+    let history = report.history.iter().map(|e| (e.loss, e.valid_ap)).collect();
     (history, report.test_ap, report.test_auc)
 }
 
@@ -73,16 +61,8 @@ fn deferred_write_backs_change_no_number() {
     ] {
         let immediate = run(&data, scheme, workers, false, 0);
         let deferred = run(&data, scheme, workers, true, 0);
-        assert_eq!(
-            numbers(&deferred),
-            numbers(&immediate),
-            "{} x {workers}",
-            scheme.name()
-        );
-        assert_eq!(
-            deferred.sync_bytes_per_epoch,
-            immediate.sync_bytes_per_epoch
-        );
+        assert_eq!(numbers(&deferred), numbers(&immediate), "{} x {workers}", scheme.name());
+        assert_eq!(deferred.sync_bytes_per_epoch, immediate.sync_bytes_per_epoch);
     }
 }
 

@@ -11,14 +11,14 @@ use megagraph_models::temporal::TemporalModel;
 use megagraph_parallel::{ReplicaGradients, fresh_leaves};
 
 use super::plan::EpochPlan;
-use super::plan::WorkerBatch;
 use super::store::{MemoryStore, NodeRows};
 use super::write_back::WriteBack;
 use crate::error::Result;
+use crate::state::NodeState;
+use super::plan::WorkerBatch;
 use crate::forward::{forward_chunks, prepare_chunks};
 use crate::prepare::PreparedBatch;
 use crate::setup::Setup;
-use crate::state::NodeState;
 
 /// What every worker of an epoch shares.
 pub(crate) struct WorkerContext<'a> {
@@ -92,8 +92,7 @@ where
     let mut outcome_loss = 0.0;
     let (mut batches, mut sync_bytes, mut step_seconds) = (0, 0, 0.0);
     let deferred = context.critical_path && state.is_some();
-    let mut state =
-        state.map(|state| WriteBack::new(rank, state, deferred, setup.write_back_delay));
+    let mut state = state.map(|state| WriteBack::new(rank, state, deferred, setup.write_back_delay));
     // node -> the latest event that wrote it since the last exchange
     let mut written: HashMap<usize, usize> = HashMap::new();
     // this worker's next batch, prepared a step ahead when its reads decide what is hot
@@ -110,9 +109,7 @@ where
                 None => prepare(setup, batch)?,
             };
             if deferred {
-                let next = context.plan.steps[index + 1..]
-                    .iter()
-                    .find_map(|s| s.batches[rank].as_ref());
+                let next = context.plan.steps[index + 1..].iter().find_map(|s| s.batches[rank].as_ref());
                 if let Some(next) = next {
                     let chunks = prepare(setup, next)?;
                     hot.extend(chunks.iter().flat_map(PreparedBatch::memory_reads));
@@ -122,9 +119,7 @@ where
             if let Some(state) = &state {
                 state.fence()?;
                 debug_assert!(
-                    state
-                        .pending_among(chunks.iter().flat_map(PreparedBatch::memory_reads))
-                        .is_empty(),
+                    state.pending_among(chunks.iter().flat_map(PreparedBatch::memory_reads)).is_empty(),
                     "worker {rank}, step {index}: a deferred memory write-back is read before it completed"
                 );
             }
@@ -140,12 +135,8 @@ where
             write = forward.write;
             replica = Some(fresh);
         }
-        let averaged = reducer.average::<B, _>(
-            replica.as_ref().unwrap_or(&model),
-            grads.as_ref(),
-            index as u64,
-            device,
-        )?;
+        let averaged =
+            reducer.average::<B, _>(replica.as_ref().unwrap_or(&model), grads.as_ref(), index as u64, device)?;
         drop(grads);
         if let Some(averaged) = averaged {
             model = optimizer.step(learning_rate, model, averaged);
@@ -189,8 +180,6 @@ where
 /// The IMR chunks of `batch`, sampled, with its negatives.
 fn prepare(setup: &Setup<'_>, batch: &WorkerBatch) -> Result<Vec<PreparedBatch>> {
     let key = batch.phase.negative_key();
-    let negatives = setup
-        .negatives
-        .sample(key, batch.index as u64, batch.events.len(), 1);
+    let negatives = setup.negatives.sample(key, batch.index as u64, batch.events.len(), 1);
     prepare_chunks(setup, &batch.events, &negatives, batch.phase, batch.index)
 }

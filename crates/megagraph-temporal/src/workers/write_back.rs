@@ -48,8 +48,7 @@ impl<B: Backend> RowWrite<B> {
     fn select(write: &MemoryWrite<B>, ids: &[usize], positions: &[usize]) -> Self {
         let device = write.memory.device();
         let index: Vec<i64> = positions.iter().map(|&p| p as i64).collect();
-        let index =
-            Tensor::<B, 1, Int>::from_data(TensorData::new(index, [positions.len()]), &device);
+        let index = Tensor::<B, 1, Int>::from_data(TensorData::new(index, [positions.len()]), &device);
         Self {
             ids: positions.iter().map(|&p| ids[p]).collect(),
             memory: write.memory.clone().select(0, index.clone()),
@@ -60,9 +59,7 @@ impl<B: Backend> RowWrite<B> {
 
     /// Writes the rows to `state`, as [`MemoryWrite::apply`] does (a node's last row wins).
     fn apply(self, state: &mut NodeState<B>) -> Result<()> {
-        state
-            .memory
-            .write(&self.ids, self.memory, self.time.clone())?;
+        state.memory.write(&self.ids, self.memory, self.time.clone())?;
         state.mailbox.write(&self.ids, self.mails, self.time)?;
         Ok(())
     }
@@ -94,9 +91,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Progress> {
-        self.progress
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.progress.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -130,9 +125,7 @@ impl<B: Backend> WriteBack<B> {
                     for job in receiver {
                         std::thread::sleep(delay);
                         let written = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            let mut state = state
-                                .lock()
-                                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                            let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                             job.rows.apply(&mut state).map_err(|err| err.to_string())
                         }))
                         .unwrap_or_else(|payload| Err(panic_message(payload.as_ref())));
@@ -169,9 +162,7 @@ impl<B: Backend> WriteBack<B> {
 
     /// The state, for reading or immediate writes. Call [`fence`](Self::fence) before reading.
     pub fn lock(&self) -> MutexGuard<'_, NodeState<B>> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Writes `write` (events with endpoints `src`, `dst`): the rows of nodes in `hot` now,
@@ -181,30 +172,20 @@ impl<B: Backend> WriteBack<B> {
     ///
     /// An id out of range or a shape that disagrees with the state, and a failed background
     /// thread.
-    pub fn write(
-        &mut self,
-        write: MemoryWrite<B>,
-        src: &[usize],
-        dst: &[usize],
-        hot: &HashSet<usize>,
-    ) -> Result<()> {
+    pub fn write(&mut self, write: MemoryWrite<B>, src: &[usize], dst: &[usize], hot: &HashSet<usize>) -> Result<()> {
         let ids: Vec<usize> = src.iter().zip(dst).flat_map(|(&s, &d)| [s, d]).collect();
         let Some(jobs) = &self.jobs else {
             let mut guard = self.lock();
             let state = &mut *guard;
             return Ok(write.apply(src, dst, &mut state.memory, &mut state.mailbox)?);
         };
-        let (now, later): (Vec<usize>, Vec<usize>) =
-            (0..ids.len()).partition(|&p| hot.contains(&ids[p]));
+        let (now, later): (Vec<usize>, Vec<usize>) = (0..ids.len()).partition(|&p| hot.contains(&ids[p]));
         self.fence_ticket = self.issued;
         if !later.is_empty() {
             let rows = RowWrite::select(&write, &ids, &later);
             self.issued += 1;
             let ticket = self.issued;
-            self.shared
-                .lock()
-                .pending
-                .extend(rows.ids.iter().map(|&id| (id, ticket)));
+            self.shared.lock().pending.extend(rows.ids.iter().map(|&id| (id, ticket)));
             if jobs.send(Job { ticket, rows }).is_err() {
                 return Err(self.failed());
             }
@@ -238,10 +219,7 @@ impl<B: Backend> WriteBack<B> {
     /// read of `nodes`).
     pub fn pending_among(&self, nodes: impl IntoIterator<Item = usize>) -> Vec<usize> {
         let progress = self.shared.lock();
-        let mut pending: Vec<usize> = nodes
-            .into_iter()
-            .filter(|node| progress.pending.contains_key(node))
-            .collect();
+        let mut pending: Vec<usize> = nodes.into_iter().filter(|node| progress.pending.contains_key(node)).collect();
         pending.sort_unstable();
         pending.dedup();
         pending
@@ -315,25 +293,14 @@ mod tests {
     }
 
     /// The write of `events` (source, destination) with fresh memory rows.
-    fn write<B: Backend>(
-        events: &[(usize, usize)],
-        seed: f32,
-        device: &B::Device,
-    ) -> MemoryWrite<B> {
+    fn write<B: Backend>(events: &[(usize, usize)], seed: f32, device: &B::Device) -> MemoryWrite<B> {
         let n = events.len();
         let rows = |offset: f32| {
-            let values: Vec<f32> = (0..2 * n)
-                .map(|i| seed * 10.0 + offset + i as f32 * 0.25)
-                .collect();
+            let values: Vec<f32> = (0..2 * n).map(|i| seed * 10.0 + offset + i as f32 * 0.25).collect();
             Tensor::<B, 2>::from_data(TensorData::new(values, [n, 2]), device)
         };
         let time: Vec<f32> = (0..n).map(|i| seed + i as f32).collect();
-        MemoryWrite::new(
-            rows(0.0),
-            rows(5.0),
-            Tensor::from_data(TensorData::new(time, [n]), device),
-            None,
-        )
+        MemoryWrite::new(rows(0.0), rows(5.0), Tensor::from_data(TensorData::new(time, [n]), device), None)
     }
 
     fn ends(events: &[(usize, usize)]) -> (Vec<usize>, Vec<usize>) {
@@ -343,23 +310,16 @@ mod tests {
     #[test]
     fn cold_rows_complete_in_the_background_before_the_fence_returns() {
         let device = Default::default();
-        let batches: [&[(usize, usize)]; 3] =
-            [&[(0, 1), (2, 3), (0, 4)], &[(4, 5), (1, 2)], &[(3, 0)]];
+        let batches: [&[(usize, usize)]; 3] = [&[(0, 1), (2, 3), (0, 4)], &[(4, 5), (1, 2)], &[(3, 0)]];
         // each batch's hot set: the nodes of the next one
         let hot: Vec<HashSet<usize>> = vec![[4, 5, 1, 2].into(), [3, 0].into(), HashSet::new()];
         let mut reference = state::<Flex>(&device);
-        let mut deferred =
-            WriteBack::<Flex>::new(0, state(&device), true, Duration::from_millis(500));
+        let mut deferred = WriteBack::<Flex>::new(0, state(&device), true, Duration::from_millis(500));
         for (b, events) in batches.iter().enumerate() {
             let (src, dst) = ends(events);
             // before a batch reads, the fence completes what it could read
             deferred.fence().unwrap_or_else(|err| panic!("{err}"));
-            assert!(
-                deferred
-                    .pending_among(src.iter().chain(&dst).copied())
-                    .is_empty(),
-                "batch {b}"
-            );
+            assert!(deferred.pending_among(src.iter().chain(&dst).copied()).is_empty(), "batch {b}");
             write(events, b as f32, &device)
                 .apply(&src, &dst, &mut reference.memory, &mut reference.mailbox)
                 .unwrap_or_else(|err| panic!("{err}"));
@@ -369,19 +329,9 @@ mod tests {
             if b == 0 {
                 // the slow thread has not written the cold nodes 0 and 3 yet; hot 1, 2, 4 are written
                 assert_eq!(deferred.pending_among(0..6), vec![0, 3]);
-                let (hot_rows, _) = deferred
-                    .lock()
-                    .memory
-                    .gather(&[1, 2, 4])
-                    .unwrap_or_else(|err| panic!("{err}"));
-                let (want, _) = reference
-                    .memory
-                    .gather(&[1, 2, 4])
-                    .unwrap_or_else(|err| panic!("{err}"));
-                assert_eq!(
-                    hot_rows.into_data().to_vec::<f32>().ok(),
-                    want.into_data().to_vec::<f32>().ok()
-                );
+                let (hot_rows, _) = deferred.lock().memory.gather(&[1, 2, 4]).unwrap_or_else(|err| panic!("{err}"));
+                let (want, _) = reference.memory.gather(&[1, 2, 4]).unwrap_or_else(|err| panic!("{err}"));
+                assert_eq!(hot_rows.into_data().to_vec::<f32>().ok(), want.into_data().to_vec::<f32>().ok());
             }
         }
         let finished = deferred.into_state().unwrap_or_else(|err| panic!("{err}"));
@@ -393,8 +343,7 @@ mod tests {
         let device = Default::default();
         let events = [(0, 1), (2, 3)];
         let (src, dst) = ends(&events);
-        let mut immediate =
-            WriteBack::<Flex>::new(0, state(&device), false, Duration::from_secs(60));
+        let mut immediate = WriteBack::<Flex>::new(0, state(&device), false, Duration::from_secs(60));
         immediate
             .write(write(&events, 1.0, &device), &src, &dst, &HashSet::new())
             .unwrap_or_else(|err| panic!("{err}"));
