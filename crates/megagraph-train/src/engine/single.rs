@@ -96,20 +96,15 @@ where
             .take()
             .unwrap_or_else(|| unreachable!("the model is put back after every step"));
         let samples = self.consistency.map_or(1, |c| c.samples);
-        // the batch's propagation edges, built once for every sample
+        // the batch's edges of Â, built once for every sample and both propagations
         let graph = &self.data.dataset.graph;
-        let propagation = self
-            .propagation
-            .as_ref()
-            .map(|propagation| (propagation, propagation.edges(graph, &batch.nodes)));
-        let input_edges = self
-            .input_propagation
-            .as_ref()
-            .map(|input| match &propagation {
-                Some((_, edges)) => edges.clone(),
-                None => input.edges(graph, &batch.nodes),
-            });
-        let input = self.input_propagation.as_deref().zip(input_edges.as_ref());
+        let edges = match (&self.propagation, &self.input_propagation) {
+            (Some(propagation), _) => Some(propagation.edges(graph, &batch.nodes)),
+            (None, Some(input)) => Some(input.edges(graph, &batch.nodes)),
+            (None, None) => None,
+        };
+        let propagation = self.propagation.as_deref().zip(edges.as_ref());
+        let input = self.input_propagation.as_deref().zip(edges.as_ref());
         let mut sampled = Vec::with_capacity(samples);
         for _ in 0..samples {
             // each forward pass draws its own dropout masks
@@ -120,7 +115,7 @@ where
                     return Err(error);
                 }
             };
-            sampled.push(match &propagation {
+            sampled.push(match propagation {
                 Some((propagation, edges)) => propagation.apply_to_batch(logits, edges),
                 None => logits,
             });
