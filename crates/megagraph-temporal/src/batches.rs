@@ -2,6 +2,8 @@
 
 use std::ops::Range;
 
+use megagraph_models::dropout::DropoutScope;
+
 /// Which split a batch belongs to, for its random keys.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Phase {
@@ -27,6 +29,14 @@ impl Phase {
     /// The uniform sampler's key of batch `batch`.
     pub(crate) fn sampler_key(self, batch: usize) -> u64 {
         (self.negative_key() << 32) ^ batch as u64
+    }
+
+    /// The dropout masks of batch `batch` in a run seeded `seed`, for as long as the returned
+    /// scope lives on this thread: drawn from the Philox stream keyed by the batch (its
+    /// sampler key), so they are a function of the seed and the batch alone, whichever worker
+    /// trains it and whatever the other workers draw meanwhile.
+    pub(crate) fn dropout_scope(self, seed: u64, batch: usize) -> DropoutScope {
+        DropoutScope::enter(seed, self.sampler_key(batch))
     }
 }
 

@@ -35,7 +35,9 @@ pub(crate) fn train_batch<B: AutodiffBackend, O: Optimizer<TemporalModel<B>, B>>
         .sample(phase.negative_key(), index as u64, events.len(), 1);
     let events: Vec<usize> = events.collect();
     let chunks = prepare_chunks(setup, &events, &negatives, phase, index)?;
+    let dropout = phase.dropout_scope(setup.config.seed, index);
     let forward = forward_chunks(setup, &model, state.as_deref_mut(), &chunks, tensors)?;
+    drop(dropout);
     let Some(loss) = forward.loss else {
         return Ok((model, None));
     };

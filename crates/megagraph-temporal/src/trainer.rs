@@ -152,8 +152,9 @@ impl<'a> TemporalTrainer<'a> {
         let stream = &self.data.stream;
         while run.epoch < config.epochs && (run.epoch == 0 || run.epochs_without_improvement < config.patience) {
             let epoch = run.epoch + 1;
-            // Dropout draws from the backend's generator: seeding it per epoch makes a resumed
-            // epoch draw what the uninterrupted one drew.
+            // Dropout masks are keyed by batch (`Phase::dropout_scope`); whatever else draws from
+            // the backend's generator is reseeded per epoch, so a resumed epoch draws what the
+            // uninterrupted one drew.
             B::seed(device, config.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let started = Instant::now();
             let (trained, loss, state) = match config.scheme {

@@ -48,11 +48,15 @@ pub fn dropout_mask_tensor<B: Backend, const D: usize>(
     Tensor::from_data(TensorData::new(mask, shape), device)
 }
 
-/// A fresh 64-bit seed drawn from the backend's random generator on `device` (the one
+/// A fresh 64-bit seed: the next of this thread's [`DropoutScope`](super::DropoutScope) when
+/// one is active, else drawn from the backend's random generator on `device` (the one
 /// `Backend::seed` sets, which the trainer reseeds every epoch): four uniform draws, hashed.
-/// Each call advances that generator, so successive calls (layers, steps) get different seeds,
-/// and a run seeded the same way gets the same ones.
+/// Each call advances the scope or the generator, so successive calls (layers, steps) get
+/// different seeds, and a run seeded the same way gets the same ones.
 pub fn draw_seed<B: Backend>(device: &B::Device) -> u64 {
+    if let Some(seed) = super::scope::scoped_seed() {
+        return seed;
+    }
     let draws = Tensor::<B, 1>::random([4], Distribution::Default, device).into_data();
     draws
         .iter::<f32>()

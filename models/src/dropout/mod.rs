@@ -4,7 +4,9 @@
 mod fast;
 mod mask;
 mod philox;
+mod scope;
 
 pub use fast::{FastDropout, FastDropoutConfig};
 pub use mask::{draw_seed, dropout_mask, dropout_mask_tensor};
 pub use philox::{PhiloxStream, philox4x32_10};
+pub use scope::DropoutScope;

@@ -1,9 +1,10 @@
 //! The attention core shared by the temporal modules: each row's query attends over its own
 //! short list of keys (neighbours, mails, snapshots), some of them padding.
 
-use burn::nn::Dropout;
 use burn::tensor::activation::{leaky_relu, softmax};
 use burn::tensor::{Bool, Tensor, backend::Backend};
+
+use crate::dropout::FastDropout;
 
 /// The logit given to padded keys before the softmax: far below any real logit, yet finite in
 /// `f32`, so a row whose keys are all padding gets uniform weights (then zeroed), never NaN.
@@ -46,7 +47,7 @@ pub(crate) fn attend_keys<B: Backend>(
     value: Tensor<B, 3>,
     padding: Tensor<B, 2, Bool>,
     heads: usize,
-    dropout: &Dropout,
+    dropout: &FastDropout,
 ) -> Tensor<B, 2> {
     let [rows, keys, dim] = key.dims();
     let head_dim = dim / heads;

@@ -2,12 +2,13 @@
 
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
+use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{relu, softmax};
 use burn::tensor::{Tensor, backend::Backend};
 
 use super::flat_linear::forward_flat;
 use super::masked_attention::check_heads;
+use crate::dropout::{FastDropout, FastDropoutConfig};
 
 /// Configuration of a [`SnapshotAttention`].
 #[derive(Config, Debug)]
@@ -48,7 +49,7 @@ pub struct SnapshotAttention<B: Backend> {
     /// `W_f`, `dim → dim`.
     pub feed_forward: Linear<B>,
     /// Dropout on the attention weights.
-    pub dropout: Dropout,
+    pub dropout: FastDropout,
     /// Number of heads.
     pub att_head: usize,
 }
@@ -74,7 +75,7 @@ impl SnapshotAttentionConfig {
             key: projection(),
             value: projection(),
             feed_forward: LinearConfig::new(self.dim, self.dim).init(device),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: FastDropoutConfig::new(self.dropout).init(),
             att_head: self.att_head,
         }
     }

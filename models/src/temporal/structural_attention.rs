@@ -2,12 +2,13 @@
 
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
+use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{elu, leaky_relu};
 use burn::tensor::{Bool, Tensor, TensorData, backend::Backend};
 
 use super::flat_linear::forward_flat;
 use super::masked_attention::{check_heads, masked_softmax};
+use crate::dropout::{FastDropout, FastDropoutConfig};
 
 /// Configuration of a [`StructuralAttention`].
 #[derive(Config, Debug)]
@@ -37,7 +38,7 @@ pub struct StructuralAttention<B: Backend> {
     /// `a_nbr` per head, `[att_head, dim_out / att_head]`.
     pub attention_neighbour: Param<Tensor<B, 2>>,
     /// Dropout on the attention weights.
-    pub dropout: Dropout,
+    pub dropout: FastDropout,
 }
 
 impl StructuralAttentionConfig {
@@ -59,7 +60,7 @@ impl StructuralAttentionConfig {
                 .init(device),
             attention_self: vector.init([self.att_head, head_dim], device),
             attention_neighbour: vector.init([self.att_head, head_dim], device),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: FastDropoutConfig::new(self.dropout).init(),
         }
     }
 }

@@ -2,13 +2,14 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Bool, Tensor, backend::Backend};
 
 use super::flat_linear::forward_flat;
 use super::masked_attention::{attend_keys, check_heads};
 use super::{TimeEncode, TimeEncodeConfig};
+use crate::dropout::{FastDropout, FastDropoutConfig};
 
 /// Configuration of a [`TemporalAttentionLayer`].
 #[derive(Config, Debug)]
@@ -57,7 +58,7 @@ pub struct TemporalAttentionLayer<B: Backend> {
     /// Encoding of edge ages.
     pub time_encode: TimeEncode<B>,
     /// Dropout on the attention weights and the output.
-    pub dropout: Dropout,
+    pub dropout: FastDropout,
     /// Number of heads.
     pub att_head: usize,
 }
@@ -78,7 +79,7 @@ impl TemporalAttentionLayerConfig {
             output: LinearConfig::new(self.dim_out + self.dim_node, self.dim_out).init(device),
             layer_norm: LayerNormConfig::new(self.dim_out).init(device),
             time_encode: TimeEncodeConfig::new(self.dim_time).init(device),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: FastDropoutConfig::new(self.dropout).init(),
             att_head: self.att_head,
         }
     }

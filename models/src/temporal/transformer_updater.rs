@@ -3,13 +3,14 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Tensor, backend::Backend};
 
 use super::flat_linear::forward_flat;
 use super::masked_attention::{attend_keys, check_heads};
 use super::{MailRows, TimeEncode, TimeEncodeConfig};
+use crate::dropout::{FastDropout, FastDropoutConfig};
 
 /// Configuration of a [`TransformerMemoryUpdater`].
 #[derive(Config, Debug)]
@@ -53,7 +54,7 @@ pub struct TransformerMemoryUpdater<B: Backend> {
     /// Encoding of each mail's age.
     pub time_encode: TimeEncode<B>,
     /// Dropout on the attention weights and the output.
-    pub dropout: Dropout,
+    pub dropout: FastDropout,
     /// Number of heads.
     pub att_head: usize,
 }
@@ -74,7 +75,7 @@ impl TransformerMemoryUpdaterConfig {
             layer_norm: LayerNormConfig::new(self.dim_memory).init(device),
             output: LinearConfig::new(self.dim_memory, self.dim_memory).init(device),
             time_encode: TimeEncodeConfig::new(self.dim_time).init(device),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            dropout: FastDropoutConfig::new(self.dropout).init(),
             att_head: self.att_head,
         }
     }

@@ -30,10 +30,8 @@ fn run(data: &TemporalDataset, scheme: TemporalScheme, workers: usize, critical_
         dim: 8,
         mrr_negatives: 0,
         seed: 5,
-        // Dropout draws from the backend's one generator, in the order the workers' forward
-        // passes (which run at the same time) reach it, which varies from run to run above one
-        // worker: without dropout a multi-worker run repeats exactly.
-        dropout: if workers == 1 { 0.1 } else { 0.0 },
+        // each batch's dropout masks are keyed by the batch, so multi-worker runs repeat exactly
+        dropout: 0.1,
         workers,
         scheme: Some(scheme),
         critical_path: Some(critical_path),

@@ -125,8 +125,9 @@ where
             }
             let fresh = fresh_leaves(model.clone());
             let mut locked = state.as_ref().map(WriteBack::lock);
+            let dropout = batch.phase.dropout_scope(setup.config.seed, batch.index);
             let forward = forward_chunks(setup, &fresh, locked.as_deref_mut(), &chunks, &tensors)?;
-            drop(locked);
+            drop((dropout, locked));
             if let Some(loss) = forward.loss {
                 outcome_loss += loss.clone().into_scalar().elem::<f64>();
                 batches += 1;
