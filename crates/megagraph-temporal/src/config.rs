@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Result, TemporalTrainError};
 use crate::scheme::TemporalScheme;
 
+/// Steps per worker in DepBloom's default window: a window of 8 × batch size × workers events
+/// gives each worker about 8 batches of its shard in time order between reconciliations. On
+/// CollegeMsg (TGN, 4 workers, 3 seeds, README) it kept 1.5 points more test AP than 4 steps.
+pub const DEFAULT_WINDOW_STEPS: usize = 8;
+
 /// Configuration of a temporal link-prediction run. Unset options take the model's TGL default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -63,7 +68,7 @@ pub struct TemporalTrainConfig {
     /// How the workers share the run; unset: the single-worker loop (`workers` must be 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheme: Option<TemporalScheme>,
-    /// DepBloom's window in events; unset: 4 × `batch_size` × `workers`.
+    /// DepBloom's window in events; unset: [`DEFAULT_WINDOW_STEPS`] × `batch_size` × `workers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<usize>,
     /// DepBloom's critical-path optimization, for the workers of a `scheme`: after each step a
@@ -181,9 +186,10 @@ impl TemporalTrainConfig {
         }
     }
 
-    /// DepBloom's window in events: `window`, else 4 × `batch_size` × `workers`.
+    /// DepBloom's window in events: `window`, else [`DEFAULT_WINDOW_STEPS`] × `batch_size` ×
+    /// `workers`.
     pub fn window_events(&self) -> usize {
-        self.window.unwrap_or(4 * self.batch_size * self.workers)
+        self.window.unwrap_or(DEFAULT_WINDOW_STEPS * self.batch_size * self.workers)
     }
 
     /// Whether the workers defer cold memory write-backs off the critical path:

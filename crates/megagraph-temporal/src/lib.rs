@@ -40,7 +40,7 @@ pub(crate) fn seeded_turn() -> std::sync::MutexGuard<'static, ()> {
     SEEDED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-pub use config::TemporalTrainConfig;
+pub use config::{DEFAULT_WINDOW_STEPS, TemporalTrainConfig};
 pub use curves::write_temporal_curves;
 pub use dataset::{TemporalDataset, TemporalSource};
 pub use error::{Result, TemporalTrainError};

@@ -55,7 +55,7 @@ pub struct TemporalOptions {
     /// Seed of parameters, dropout, negatives and sampling (0).
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
-    /// DepBloom's window in events (4 × batch size × workers). `auto` (train with --scheme
+    /// DepBloom's window in events (8 × batch size × workers). `auto` (train with --scheme
     /// depbloom): the planner's window, from a profile measured first.
     #[arg(long, value_name = "W")]
     pub window: Option<CountOrAuto>,
