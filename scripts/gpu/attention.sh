@@ -32,35 +32,4 @@ cargo run --release -p megagraph-kernels --features cuda --example gpu_attention
 python3 scripts/gpu/torch_attention.py --sizes "$sizes" --head-dims "$head_dims" \
     --iterations "$iterations" | tee "$out/torch.jsonl" || echo "PyTorch baselines failed" >&2
 
-python3 - "$out" <<'EOF'
-import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
-rows = {}
-for name in ("megagraph.jsonl", "torch.jsonl"):
-    path = out / name
-    if not path.exists():
-        continue
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record.get("kind") == "time":
-            rows.setdefault((record["n"], record["head_dim"]), {})[record["impl"]] = record["median_seconds"]
-impls = ["megagraph-cubecl", "torch-sdpa-dense-mask", "torch-flex-attention"]
-heads, fp32_peak = 8, 67e12
-lines = ["| N | head_dim | " + " | ".join(f"{i} ms (TFLOP/s, % FP32 peak)" for i in impls)
-         + " | sdpa / megagraph | flex / megagraph |",
-         "|---|---|" + "---|" * (len(impls) + 2)]
-def cell(seconds, n, d):
-    flops = 14.0 * n * n * d * heads / seconds
-    return f"{seconds * 1e3:.3f} ({flops / 1e12:.2f}, {100 * flops / fp32_peak:.1f}%)"
-for (n, d), times in sorted(rows.items()):
-    ms = [cell(times[i], n, d) if i in times else "-" for i in impls]
-    ours = times.get("megagraph-cubecl")
-    ratio = lambda i: f"{times[i] / ours:.2f}" if ours and i in times else "-"
-    lines.append(f"| {n} | {d} | " + " | ".join(ms) + f" | {ratio(impls[1])} | {ratio(impls[2])} |")
-table = "\n".join(lines)
-(out / "table.md").write_text(table + "\n")
-print(table)
-EOF
+python3 scripts/gpu/attention_table.py "$out"

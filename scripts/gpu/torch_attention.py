@@ -6,9 +6,16 @@ with 32 buckets and a learned table [32, 8]; forward, backward of sum(out * R), 
 - sdpa:  scaled_dot_product_attention with the bias materialized as a float mask [1, 8, N, N]
          (gathered from the table inside the timed step, so the table gets its gradient);
 - flex:  FlexAttention (torch.compile'd) with a score_mod that reads table[index[b, q, k], h].
+         FlexAttention needs a head_dim of at least 16 (PyTorch 2.11: "NYI: embedding dimension
+         ... must be at least 16"): smaller ones are zero-padded to 16, which leaves the logits
+         and the first head_dim output columns unchanged ("padded_head_dim" in its lines).
 
 Prints one JSON object per line. Sizes whose dense mask does not fit are reported as errors.
 Usage: torch_attention.py [--sizes 4096,16384,65536] [--head-dims 8,64] [--iterations 10]
+                          [--budget-seconds S]
+--budget-seconds bounds the timing: a size whose steps (predicted from the last size of the
+same implementation and head_dim, as N^2) would not fit in what is left runs fewer iterations or
+is skipped with a "skip" line.
 """
 
 import argparse
@@ -23,6 +30,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="4096,16384,65536")
     parser.add_argument("--head-dims", default="8,64")
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--budget-seconds", type=float, default=float("inf"))
     args = parser.parse_args()
     try:
         import torch
@@ -43,6 +51,8 @@ def main() -> int:
 
     heads, buckets = 8, 32
     device = "cuda"
+    started_all = time.perf_counter()
+    last = {}  # (impl, head_dim) -> (n, seconds per step)
     for n in [int(x) for x in args.sizes.split(",")]:
         for head_dim in [int(x) for x in args.head_dims.split(",")]:
             gen = torch.Generator(device=device).manual_seed(n * 1000 + head_dim)
@@ -60,34 +70,51 @@ def main() -> int:
 
             index_int = index.int()
 
+            pad = max(0, 16 - head_dim)
+
             def flex_step():
-                qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+                qq, kk, vv = (F.pad(t, (0, pad)).detach().requires_grad_() for t in (q, k, v))
                 table = table0.detach().requires_grad_()
 
                 def score_mod(score, b, h, q_idx, kv_idx):
                     return score + table[index_int[b, q_idx, kv_idx], h]
 
-                out = flex(qq, kk, vv, score_mod=score_mod)
+                # the unpadded head_dim's scale, as SDPA and megagraph use
+                out = flex(qq, kk, vv, score_mod=score_mod, scale=head_dim ** -0.5)[..., :head_dim]
                 (out * r).sum().backward()
 
-            steps = [("torch-sdpa-dense-mask", sdpa_step)]
-            if flex is not None:
-                steps.append(("torch-flex-attention", flex_step))
+            # FlexAttention first: SDPA's dense mask is the slow one that the budget cuts
+            steps = [("torch-flex-attention", flex_step)] if flex is not None else []
+            steps.append(("torch-sdpa-dense-mask", sdpa_step))
             for name, step in steps:
+                left = args.budget_seconds - (time.perf_counter() - started_all)
+                runs = args.iterations
+                if (name, head_dim) in last:
+                    m, previous = last[(name, head_dim)]
+                    predicted = previous * (n / m) ** 2
+                    runs = min(runs, int(left // predicted) - 3)
+                    if runs < 1:
+                        print(json.dumps({"kind": "skip", "impl": name, "n": n, "head_dim": head_dim,
+                                          "reason": f"predicted {predicted:.1f} s per step, {left:.0f} s left"}))
+                        continue
                 try:
                     for _ in range(2):
                         step()
                     torch.cuda.synchronize()
                     torch.cuda.reset_peak_memory_stats()
                     seconds = []
-                    for _ in range(args.iterations):
-                        started = time.perf_counter()
+                    for _ in range(runs):
+                        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        begin.record()
                         step()
+                        end.record()
                         torch.cuda.synchronize()
-                        seconds.append(time.perf_counter() - started)
+                        seconds.append(begin.elapsed_time(end) / 1e3)
+                    last[(name, head_dim)] = (n, statistics.median(seconds))
                     print(json.dumps({
                         "kind": "time", "impl": name, "n": n, "heads": heads, "head_dim": head_dim,
-                        "median_seconds": statistics.median(seconds), "iterations": args.iterations,
+                        "median_seconds": statistics.median(seconds), "iterations": runs,
+                        "padded_head_dim": head_dim + pad if name == "torch-flex-attention" else head_dim,
                         "peak_bytes": torch.cuda.max_memory_allocated(),
                         # FlashAttention's convention: 4·N²·Dh per head forward, 2.5x backward
                         "tflops": 14.0 * n * n * head_dim * heads / statistics.median(seconds) / 1e12,

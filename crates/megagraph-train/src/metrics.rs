@@ -73,6 +73,11 @@ pub struct TrainReport {
     /// threads building at once each count).
     #[serde(default)]
     pub index_seconds: f64,
+    /// Wall-clock seconds of each optimizer step this run took, in order (a step ends when its
+    /// loss is back on the host, so device work is included; the first steps include the
+    /// kernels' compilation). Steps of epochs before a resume are not included.
+    #[serde(default)]
+    pub step_seconds: Vec<f64>,
     /// Why training stopped.
     pub stopped: String,
     /// One entry per epoch.

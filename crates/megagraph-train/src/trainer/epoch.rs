@@ -1,6 +1,8 @@
 //! The epoch step of the training loop: when to stop before an epoch, and one epoch's
 //! optimizer steps over the sequences in a seeded order under the warm-up/cosine schedule.
 
+use std::time::Instant;
+
 use megagraph_parallel::ContextParallelBackend;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -36,6 +38,8 @@ pub(super) struct EpochLoss {
     pub learning_rate: f64,
     /// The steps (indices within the epoch) that ran full attention.
     pub full_steps: Vec<usize>,
+    /// Wall-clock seconds of each step that ran.
+    pub step_seconds: Vec<f64>,
 }
 
 impl NodeClassificationTrainer<'_> {
@@ -105,6 +109,7 @@ impl NodeClassificationTrainer<'_> {
         let batches: Vec<&[usize]> = order.chunks(plan.batch_size).collect();
         let full = attention.epoch_full_steps(epoch, batches.len());
         let mut ran_full = Vec::new();
+        let mut step_seconds = Vec::new();
         for (i, indices) in batches.iter().copied().enumerate() {
             if self.step_limit_reached(state.step) {
                 break;
@@ -117,9 +122,13 @@ impl NodeClassificationTrainer<'_> {
             let dropout_seed = seed ^ ((epoch as u64) << 40) ^ state.step as u64;
             self.prefetch(&batches, i, plan.rows, |step| attention.step(&full, step).reads_distances());
             let lr = plan.schedule.at(state.step);
+            let started = Instant::now();
             let Some(loss) = engine.step(indices, lr, dropout_seed)? else {
                 continue;
             };
+            let seconds = started.elapsed().as_secs_f64();
+            log::debug!("epoch {epoch}, step {}: loss {loss:.4}, {seconds:.3} s", state.step + 1);
+            step_seconds.push(seconds);
             learning_rate = lr;
             state.step += 1;
             loss_sum += loss;
@@ -133,6 +142,7 @@ impl NodeClassificationTrainer<'_> {
             loss: if loss_steps > 0 { loss_sum / loss_steps as f64 } else { f64::NAN },
             learning_rate,
             full_steps: ran_full,
+            step_seconds,
         })
     }
 

@@ -288,12 +288,14 @@ impl<'a> NodeClassificationTrainer<'a> {
             .with_tuner(state.beta_tuner.clone())
             .with_graph_token(graph_token);
 
+        let mut step_seconds = Vec::new();
         let stopped = loop {
             if let Some(reason) = self.stop_reason(&state) {
                 break reason;
             }
             let started = Instant::now();
-            let trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, &schedule, observer)?;
+            let mut trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, &schedule, observer)?;
+            step_seconds.append(&mut trained.step_seconds);
             let current = engine.model()?;
             let accuracy = self.evaluate_with(&current, &evaluation, device, &schedule.evaluation())?;
             let epoch = state.epoch + 1;
@@ -324,7 +326,8 @@ impl<'a> NodeClassificationTrainer<'a> {
                 return Err(TrainError::Interrupted { epoch });
             }
         };
-        let report = self.report(state, best.num_params(), &engine.rank_figures(), stopped);
+        let mut report = self.report(state, best.num_params(), &engine.rank_figures(), stopped);
+        report.step_seconds = step_seconds;
         Ok(TrainOutcome { model: best, report })
     }
 

@@ -62,6 +62,7 @@ impl NodeClassificationTrainer<'_> {
             rank_peak_bytes: figures.iter().map(|f| f.peak_bytes).collect(),
             partition_seconds: self.data.partition_seconds,
             index_seconds: self.data.index_seconds(),
+            step_seconds: Vec::new(),
             stopped,
             history: state.history,
         }

@@ -33,6 +33,7 @@ fn without_times(mut report: TrainReport) -> TrainReport {
     report.rank_peak_bytes.clear();
     report.partition_seconds = 0.0;
     report.index_seconds = 0.0;
+    report.step_seconds.clear();
     for m in &mut report.history {
         m.seconds = 0.0;
     }
@@ -171,6 +172,9 @@ fn max_steps_stops_after_that_many_steps_across_epochs() {
     config.training.max_steps = Some(4);
     let four = run(&config);
     assert_eq!((four.steps, four.epochs_run), (4, 2), "{}", four.stopped);
+    // one wall-clock time per step, across epochs
+    assert_eq!(four.step_seconds.len(), 4);
+    assert!(four.step_seconds.iter().all(|s| s.is_finite() && *s > 0.0), "{:?}", four.step_seconds);
     config.training.max_steps = None;
     let all = run(&config);
     assert_eq!((all.steps, all.epochs_run), (18, 6));
