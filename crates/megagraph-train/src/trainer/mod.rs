@@ -326,8 +326,7 @@ impl<'a> NodeClassificationTrainer<'a> {
                 return Err(TrainError::Interrupted { epoch });
             }
         };
-        let mut report = self.report(state, best.num_params(), &engine.rank_figures(), stopped);
-        report.step_seconds = step_seconds;
+        let report = self.report(state, best.num_params(), &engine.rank_figures(), step_seconds, stopped);
         Ok(TrainOutcome { model: best, report })
     }
 

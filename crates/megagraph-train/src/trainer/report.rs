@@ -28,12 +28,13 @@ impl TrainState {
 
 impl NodeClassificationTrainer<'_> {
     /// The report of a run that ended in `state` with a best model of `params` parameters,
-    /// why it `stopped`, and what each rank held at most.
+    /// what each rank held at most, the seconds of each step it took, and why it `stopped`.
     pub(super) fn report(
         &self,
         state: TrainState,
         params: usize,
         figures: &[RankFigures],
+        step_seconds: Vec<f64>,
         stopped: String,
     ) -> TrainReport {
         let best_test = state
@@ -62,7 +63,7 @@ impl NodeClassificationTrainer<'_> {
             rank_peak_bytes: figures.iter().map(|f| f.peak_bytes).collect(),
             partition_seconds: self.data.partition_seconds,
             index_seconds: self.data.index_seconds(),
-            step_seconds: Vec::new(),
+            step_seconds,
             stopped,
             history: state.history,
         }
