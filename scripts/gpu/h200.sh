@@ -9,7 +9,10 @@
 #   train    the paper model (16 layers, 8 heads, hidden = FFN = 64) on a 1M-node synthetic graph,
 #            `--backend cuda`, layouts (1,1,1), (1,2,1) and (2,1,1) even and balanced on the one GPU:
 #            seconds per step and per-rank peak memory from the CubeCL meter;
-#   planner  `megagraph profile --backend cuda`, then `plan --validate` on configs/clusters/h200-1x.toml.
+#   planner  `megagraph profile --backend cuda`, then `plan --validate` on configs/clusters/h200-1x.toml;
+#   temporal issue 21's speed grid on the machine's 16 cores (scripts/gpu/temporal.sh: mini-batch
+#            against DepBloom at 1, 2, 4 and 8 workers, CPU only), from the event streams in
+#            TEMPORAL_DATA (default: BIN_DIR/temporal, else ../shared/datasets/temporal).
 # Each phase has its own time limit, cut to what is left of DEADLINE_S (default 540 s) for the
 # whole run, and writes under OUT_DIR/work; a failing phase does not stop the others. At the end
 # everything is packed into OUT_DIR/results.tgz (a device call brings back at most 8 files), and
@@ -26,7 +29,9 @@
 #   cargo build --release -p megagraph-kernels --features cuda --example gpu_attention
 #   mkdir -p .device && strip -o .device/megagraph "$CARGO_TARGET_DIR/release/megagraph" \
 #       && strip -o .device/gpu_attention "$CARGO_TARGET_DIR/release/examples/gpu_attention" \
-#       && gzip -6 .device/megagraph .device/gpu_attention   # both fit in the 64 MiB a call carries
+#       && gzip -6 .device/megagraph .device/gpu_attention \
+#       && cp -r ../shared/datasets/temporal .device/
+#   (gzipped, both binaries fit in the 64 MiB a call carries)
 #   run: BIN_DIR=.device scripts/gpu/h200.sh $OUT    carry: [".device"], timeout_s: 540
 #
 # Without BIN_DIR the script builds both with cargo (a machine with Rust and a GPU).
@@ -36,7 +41,7 @@ top="${1:-gpu-out}"
 out="$top/work"
 mkdir -p "$out"
 deadline="${DEADLINE_S:-540}"
-phases="${PHASES:-env kernels torch train planner}"
+phases="${PHASES:-env kernels torch train planner temporal}"
 sizes="${SIZES:-4096,16384,65536}"
 head_dims="${HEAD_DIMS:-8,64}"
 train_seq_len="${TRAIN_SEQ_LEN:-16384}"
@@ -45,6 +50,8 @@ plan_seq_len="${PLAN_SEQ_LEN:-16384}"
 cluster=configs/clusters/h200-1x.toml
 
 bin_dir="${BIN_DIR:-}"
+temporal_data="${TEMPORAL_DATA:-${BIN_DIR:+$BIN_DIR/temporal}}"
+temporal_data="${temporal_data:-../shared/datasets/temporal}"
 if [ -z "$bin_dir" ]; then
     cargo build --release --features cuda --bin megagraph || exit 1
     cargo build --release -p megagraph-kernels --features cuda --example gpu_attention || exit 1
@@ -151,8 +158,13 @@ if wants planner; then
         --validate-seconds 2 --cache-dir "$cache" --json "$out/plan.json"
 fi
 
+if wants temporal; then
+    phase temporal 150 env MEGAGRAPH_BIN="$megagraph" DATA="$temporal_data" \
+        bash scripts/gpu/temporal.sh "$out/temporal"
+fi
+
 echo "=== summary ==="
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
-cat "$out/table.md" "$out/train.md" 2>/dev/null
+cat "$out/table.md" "$out/train.md" "$out/temporal/table.md" 2>/dev/null
 tar czf "$top/results.tgz" -C "$out" . && rm -rf "$out" && echo "packed: $top/results.tgz"
 exit 0
