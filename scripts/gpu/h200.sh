@@ -75,8 +75,15 @@ nvrtc=$(find /usr/local /usr/lib /usr/lib64 /opt -name 'libnvrtc.so.13*' -not -p
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 # Burn's matrix-product autotune compiles and times every variant for each new shape: about 25 s
 # per shape on the H200 (2026-12-04), so the paper model's first step did not end within 75 s.
-# `minimal` tunes far fewer variants; the kernels of the op are not autotuned.
+# `minimal` tunes fewer variants (on wgpu/llvmpipe it cut a small model's first step from 77 s
+# to 34 s, and a run with the tuner's results cached starts in 1 s); the op's kernels are not
+# autotuned. The results are kept in target/autotune (the repository's, where CubeCL looks):
+# a carried BIN_DIR/autotune is put there first, and the run's results come back in
+# results.tgz (./autotune) to carry next time.
 export CUBECL_AUTOTUNE_LEVEL="${CUBECL_AUTOTUNE_LEVEL:-minimal}"
+if [ -n "${BIN_DIR:-}" ] && [ -d "$BIN_DIR/autotune" ]; then
+    mkdir -p target && cp -r "$BIN_DIR/autotune" target/
+fi
 cache=/tmp/megagraph-cache
 export MEGAGRAPH_CACHE="$cache" RUST_LOG="${RUST_LOG:-warn,megagraph_train=debug,cubecl_runtime::tune=info}"
 summary=()
@@ -166,5 +173,6 @@ fi
 echo "=== summary ==="
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 cat "$out/table.md" "$out/train.md" "$out/temporal/table.md" 2>/dev/null
+[ -d target/autotune ] && cp -r target/autotune "$out/autotune"
 tar czf "$top/results.tgz" -C "$out" . && rm -rf "$out" && echo "packed: $top/results.tgz"
 exit 0
