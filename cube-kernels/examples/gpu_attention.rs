@@ -58,8 +58,9 @@ fn random_index(rng: &mut ChaCha8Rng, len: usize) -> Vec<u8> {
     index
 }
 
-/// Host copies of one problem.
+/// Host copies of one problem: `batch` sequences of `n` nodes.
 struct Problem {
+    batch: usize,
     n: usize,
     head_dim: usize,
     q: Vec<f32>,
@@ -78,6 +79,7 @@ impl Problem {
         let (q, k, v, r, table) = (floats(len), floats(len), floats(len), floats(len), floats(BUCKETS * HEADS));
         let index = random_index(&mut rng, n * n);
         Self {
+            batch: 1,
             n,
             head_dim,
             q,
@@ -90,12 +92,12 @@ impl Problem {
     }
 
     /// Output, lse and the gradients of q, k, v and the table on the autodiff backend `A`.
-    fn run<A: GraphAttentionBackend + AutodiffBackend>(&self, device: &A::Device) -> Vec<Vec<f32>> {
-        let shape = [1, HEADS, self.n, self.head_dim];
+    fn run<A: GraphAttentionBackend + AutodiffBackend>(&self, device: &A::Device) -> [Vec<f32>; 6] {
+        let shape = [self.batch, HEADS, self.n, self.head_dim];
         let leaf = |values: &[f32]| Tensor::<A, 4>::from_data(TensorData::new(values.to_vec(), shape), device).require_grad();
         let (q, k, v) = (leaf(&self.q), leaf(&self.k), leaf(&self.v));
         let table = Tensor::<A, 2>::from_data(TensorData::new(self.table.clone(), [BUCKETS, HEADS]), device).require_grad();
-        let index = DistanceBias::<A>::index_from_u8(self.index.clone(), [1, self.n, self.n], device)
+        let index = DistanceBias::<A>::index_from_u8(self.index.clone(), [self.batch, self.n, self.n], device)
             .unwrap_or_else(|e| panic!("{e}"));
         let bias = AttentionBias {
             distance: Some(DistanceBias {
@@ -112,7 +114,7 @@ impl Problem {
         let loss = (result.output.clone() * r).sum() + result.lse.clone().sum();
         let grads = loss.backward();
         let host = |t: Option<Tensor<A::InnerBackend, 4>>| t.map(|t| t.into_data().iter::<f32>().collect()).unwrap_or_default();
-        vec![
+        [
             result.output.into_data().iter::<f32>().collect(),
             result.lse.into_data().iter::<f32>().collect(),
             host(q.grad(&grads)),
@@ -124,11 +126,11 @@ impl Problem {
 
     /// Seconds of one forward + backward on `A`, median over `iterations` after two warm-ups.
     fn time<A: GraphAttentionBackend + AutodiffBackend>(&self, device: &A::Device, iterations: usize) -> Vec<f64> {
-        let shape = [1, HEADS, self.n, self.head_dim];
+        let shape = [self.batch, HEADS, self.n, self.head_dim];
         let inner = |values: &[f32]| Tensor::<A::InnerBackend, 4>::from_data(TensorData::new(values.to_vec(), shape), device);
         let (q, k, v, r) = (inner(&self.q), inner(&self.k), inner(&self.v), inner(&self.r));
         let table = Tensor::<A::InnerBackend, 2>::from_data(TensorData::new(self.table.clone(), [BUCKETS, HEADS]), device);
-        let index = DistanceBias::<A>::index_from_u8(self.index.clone(), [1, self.n, self.n], device)
+        let index = DistanceBias::<A>::index_from_u8(self.index.clone(), [self.batch, self.n, self.n], device)
             .unwrap_or_else(|e| panic!("{e}"));
         let step = || {
             let [q, k, v] = [&q, &k, &v].map(|t| Tensor::<A, 4>::from_inner(t.clone()).require_grad());
@@ -174,31 +176,21 @@ fn wide_check<A: GraphAttentionBackend + AutodiffBackend>(n: usize, head_dim: us
     let mut floats = |count: usize| -> Vec<f32> { (0..count).map(|_| rng.random_range(-1.0..1.0)).collect() };
     let (q, k, v, r, table) = (floats(len), floats(len), floats(len), floats(len), floats(BUCKETS * HEADS));
     let index = random_index(&mut ChaCha8Rng::seed_from_u64(n as u64), batch * n * n);
-    let started = Instant::now();
-    let shape = [batch, HEADS, n, head_dim];
-    let leaf = |values: &[f32]| Tensor::<A, 4>::from_data(TensorData::new(values.to_vec(), shape), device).require_grad();
-    let (tq, tk, tv) = (leaf(&q), leaf(&k), leaf(&v));
-    let ttable = Tensor::<A, 2>::from_data(TensorData::new(table.clone(), [BUCKETS, HEADS]), device).require_grad();
-    let tindex = DistanceBias::<A>::index_from_u8(index.clone(), [batch, n, n], device).unwrap_or_else(|e| panic!("{e}"));
-    let bias = AttentionBias {
-        distance: Some(DistanceBias {
-            index: tindex.into(),
-            table: ttable,
-            column_offset: 0,
-        }),
-        dense: None,
-        key_padding_mask: None,
+    let problem = Problem {
+        batch,
+        n,
+        head_dim,
+        q,
+        k,
+        v,
+        r,
+        index,
+        table,
     };
-    let result = graph_attention(tq.clone(), tk.clone(), tv.clone(), bias, &AttentionOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let tr = Tensor::<A, 4>::from_data(TensorData::new(r.clone(), shape), device);
-    let grads = ((result.output.clone() * tr).sum() + result.lse.clone().sum()).backward();
-    let host4 = |t: Tensor<<A as AutodiffBackend>::InnerBackend, 4>| -> Vec<f32> { t.into_data().iter::<f32>().collect() };
-    let out: Vec<f32> = result.output.into_data().iter::<f32>().collect();
-    let lse: Vec<f32> = result.lse.into_data().iter::<f32>().collect();
-    let grad = |t: &Tensor<A, 4>| host4(t.grad(&grads).unwrap_or_else(|| panic!("no gradient")));
-    let (dq, dk, dv) = (grad(&tq), grad(&tk), grad(&tv));
+    let started = Instant::now();
+    let [out, lse, dq, dk, dv, _] = problem.run::<A>(device);
     let gpu_seconds = started.elapsed().as_secs_f64();
+    let Problem { q, k, v, r, index, table, .. } = problem;
 
     let scale = 1.0 / (head_dim as f64).sqrt();
     let b = batch - 1;
