@@ -107,6 +107,7 @@ impl<Bk: Backend> BatchSource<Bk> for Sequences {
                     .map_err(|e| e.to_string())?,
                 padding: Tensor::<Bk, 2>::zeros([n, s], device).equal_elem(1.0),
                 edge_paths: None,
+                label_input: None,
             },
             labels: ints(per_node(5, CLASSES as u64)),
             train_weight: Tensor::from_data(TensorData::new(weight, [n, s]), device),

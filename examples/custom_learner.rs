@@ -67,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.data.dataset = args.dataset.clone();
     config.data.seq_len = args.seq_len;
     config.model.dropout = 0.1;
-    config.model.input_dropout = 0.5;
+    config.model.input_dropout = Some(0.5);
     config.model.key_dropout = Some(0.0);
     // MegaGraphTrainer scores the model's own logits (no propagation of them): the defaults and
     // the inputs of such a run, whatever the dataset's share of training labels

@@ -31,6 +31,10 @@ pub struct GraphBatch<B: Backend> {
     /// One shortest path per pair as edge features, for a model with an [edge
     /// encoding](crate::encoders::EdgeEncoding); `None` otherwise.
     pub edge_paths: Option<EdgePaths<B>>,
+    /// The class shown as input at each position, `[batch, seq]`, for a model with a [label
+    /// encoding](crate::encoders::LabelEncoding) (UniMP's label input); `num_classes` where no
+    /// label is shown. `None`: no label is shown anywhere.
+    pub label_input: Option<Tensor<B, 2, Int>>,
 }
 
 impl<B: Backend> GraphBatch<B> {

@@ -14,6 +14,8 @@
 //!   path of the edge features, projected per hop and head, a dense bias shared by all layers;
 //! - optionally Graphormer's [graph token](encoders::GraphToken): one learned position per
 //!   sequence joined to every node, whose pairs read their own row of the spatial table;
+//! - optionally UniMP's [label input](encoders::LabelEncoding): a learned embedding of the class
+//!   shown for a node ([`GraphBatch::label_input`]), added to its input representation;
 //! - `L` pre-LN [layers](GraphTransformerLayer) of biased multi-head attention and a GELU FFN;
 //! - a final layer norm and a linear classifier.
 //!

@@ -6,7 +6,7 @@ use megagraph_kernels::{AttentionError, BucketIndex, GraphAttentionBackend};
 
 use crate::encoders::{
     CentralityEncoding, CentralityEncodingConfig, EdgeEncoding, EdgeEncodingConfig, GraphToken, GraphTokenConfig,
-    InputEncoder, InputEncoderConfig, SpatialEncoding, SpatialEncodingConfig,
+    InputEncoder, InputEncoderConfig, LabelEncoding, LabelEncodingConfig, SpatialEncoding, SpatialEncodingConfig,
 };
 use crate::{
     Attend, GraphBatch, GraphTransformerLayer, GraphTransformerLayerConfig, LocalAttention, key_mask, spatial_bias,
@@ -73,6 +73,10 @@ pub struct GraphTransformerConfig {
     /// LayerScale of every layer (see [`GraphTransformerLayerConfig::layer_scale`]): the
     /// initial per-channel scale of each residual branch. Default: `None` (off).
     pub layer_scale: Option<f64>,
+    /// UniMP's label input ([`LabelEncoding`]): a learned embedding of the class shown for each
+    /// node ([`GraphBatch::label_input`]) added to its input representation. Default: false.
+    #[config(default = false)]
+    pub label_input: bool,
 }
 
 /// A Graphormer-style Graph Transformer for node classification.
@@ -96,6 +100,8 @@ pub struct GraphTransformer<B: Backend> {
     pub graph_token: Option<GraphToken<B>>,
     /// The edge encoding, if the model has one (see [`GraphTransformerConfig::edge_encoding`]).
     pub edge_encoding: Option<EdgeEncoding<B>>,
+    /// The label input, if the model has one (see [`GraphTransformerConfig::label_input`]).
+    pub label_input: Option<LabelEncoding<B>>,
 }
 
 impl GraphTransformerConfig {
@@ -141,6 +147,9 @@ impl GraphTransformerConfig {
             edge_encoding: self
                 .edge_encoding
                 .map(|edge_dim| EdgeEncodingConfig::new(edge_dim, self.num_heads, self.max_distance).init(device)),
+            label_input: self
+                .label_input
+                .then(|| LabelEncodingConfig::new(self.hidden, self.num_classes).init(device)),
         }
     }
 }
@@ -178,13 +187,24 @@ impl<B: Backend> GraphTransformer<B> {
         self.with_graph_token(self.embed_nodes(batch))
     }
 
-    /// The nodes' rows of the embedding stage (input encoding plus centrality encoding),
-    /// `[batch, seq, hidden]`, without the graph token.
+    /// The nodes' rows of the embedding stage (input encoding plus centrality encoding, plus
+    /// the label encoding of [`GraphBatch::label_input`] when the model has one: "no label
+    /// shown" everywhere when the batch shows none), `[batch, seq, hidden]`, without the graph
+    /// token.
     pub fn embed_nodes(&self, batch: &GraphBatch<B>) -> Tensor<B, 3> {
-        self.input.forward(batch.input.clone())
+        let x = self.input.forward(batch.input.clone())
             + self
                 .centrality
-                .forward(batch.in_degree.clone(), batch.out_degree.clone())
+                .forward(batch.in_degree.clone(), batch.out_degree.clone());
+        match &self.label_input {
+            Some(labels) => {
+                x + match &batch.label_input {
+                    Some(shown) => labels.forward(shown.clone()),
+                    None => labels.unknown([batch.batch_size(), batch.seq_len()], &batch.device()),
+                }
+            }
+            None => x,
+        }
     }
 
     /// The graph token's row in front of the nodes' rows `[batch, seq, hidden]` when the model

@@ -83,7 +83,7 @@ pub struct TrainArgs {
     /// Dropout in the layers.
     #[arg(long, value_name = "P")]
     pub dropout: Option<f64>,
-    /// Dropout on the raw input features.
+    /// Dropout on the raw input features (unset: 0.8 where labels are scarce, 0.3 elsewhere).
     #[arg(long, value_name = "P")]
     pub input_dropout: Option<f64>,
     /// DropNode: probability of zeroing a node's whole encoded input while training (default 0).
@@ -108,6 +108,11 @@ pub struct TrainArgs {
     /// with --cp above 1 the ring only).
     #[arg(long)]
     pub edge_encoding: bool,
+    /// UniMP's label input: a learned embedding of each node's class, shown for a random part
+    /// (--label-input-rate) of a step's training nodes, the loss taken on the others;
+    /// evaluation shows every training node's label (one device).
+    #[arg(long)]
+    pub label_input: bool,
     /// APPNP's predict-then-propagate head: K rounds of Z ← (1 − α) Â Z + α H over the logits
     /// H, the loss taken on Z (0 = off; unset: 10 where labels are scarce, that is on one device
     /// with a training split under 10% of the nodes, off elsewhere; one device only).
@@ -127,6 +132,10 @@ pub struct TrainArgs {
     /// AdamW weight decay.
     #[arg(long, value_name = "W")]
     pub weight_decay: Option<f64>,
+    /// L2 penalty λ of the input projection: λ/2 ‖W‖² added to the loss, Adam's coupled weight
+    /// decay of GCN and APPNP (0 = off; one device).
+    #[arg(long, value_name = "L")]
+    pub input_l2: Option<f64>,
     /// Label smoothing of the cross-entropy: targets 1 − E on the label plus E / classes.
     #[arg(long, value_name = "E")]
     pub label_smoothing: Option<f64>,
@@ -142,6 +151,10 @@ pub struct TrainArgs {
     /// Sharpening temperature of the consistency regularization, in (0, 1] (0.5).
     #[arg(long, value_name = "T")]
     pub consistency_temperature: Option<f64>,
+    /// With --label-input: the probability that a training node shows its label in a step, in
+    /// (0, 1) (0.5).
+    #[arg(long, value_name = "R")]
+    pub label_input_rate: Option<f64>,
     /// Correct & Smooth (Huang et al. 2021) of the softmax predictions at every evaluation, from
     /// the training labels only: validation (best epoch, early stopping) and test accuracy are
     /// those of the post-processed predictions.
@@ -365,21 +378,24 @@ impl TrainArgs {
         set(&mut c.data.ppr_alpha, &self.ppr_alpha);
         self.shape.apply(&mut c.model);
         set(&mut c.model.dropout, &self.dropout);
-        set(&mut c.model.input_dropout, &self.input_dropout);
+        set_some(&mut c.model.input_dropout, &self.input_dropout);
         set(&mut c.model.node_dropout, &self.node_dropout);
         set_some(&mut c.model.key_dropout, &self.key_dropout);
         set_some(&mut c.model.layer_scale, &self.layer_scale);
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;
+        c.model.label_input |= self.label_input;
         set_some(&mut c.model.propagation_steps, &self.propagation_steps);
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
         set(&mut c.model.input_propagation_steps, &self.input_propagation_steps);
         set_some(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
+        set(&mut c.optimizer.input_l2, &self.input_l2);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
         set_some(&mut c.training.consistency_weight, &self.consistency_weight);
         set(&mut c.training.consistency_samples, &self.consistency_samples);
         set(&mut c.training.consistency_temperature, &self.consistency_temperature);
+        set(&mut c.training.label_input_rate, &self.label_input_rate);
         c.training.correct_smooth |= self.correct_smooth;
         set(&mut c.training.correct_alpha, &self.correct_alpha);
         set(&mut c.training.smooth_alpha, &self.smooth_alpha);

@@ -206,6 +206,7 @@ impl<B: Backend> BatchSource<B> for SyntheticSource {
                 distance: self.index(n, device)?,
                 padding: Tensor::<B, 2>::zeros([n, s], device).equal_elem(1.0),
                 edge_paths: self.edges.as_ref().map(|edges| edges.batch(n, device)),
+                label_input: None,
             },
             labels: ints(repeat(&self.labels)),
             train_weight: Tensor::from_data(TensorData::new(weight, [n, s]), device),

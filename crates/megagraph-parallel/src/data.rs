@@ -338,6 +338,7 @@ mod tests {
                 .into(),
                 padding: Tensor::<B, 2, Int>::zeros([1, seq], &device).equal_elem(1),
                 edge_paths: None,
+                label_input: None,
             },
             labels: Tensor::ones([1, seq], &device),
             train_weight: Tensor::ones([1, seq], &device),

@@ -77,6 +77,13 @@ impl<B: Backend> StageModule<B> {
                 reason: "the graph token runs on one device only (mesh 1 x 1 x 1)",
             });
         }
+        if model.label_input.is_some() {
+            return Err(ParallelError::Model {
+                field: "label_input",
+                value: 1,
+                reason: "the label input runs on one device only (mesh 1 x 1 x 1)",
+            });
+        }
         let GraphTransformer {
             input,
             centrality,
@@ -87,6 +94,7 @@ impl<B: Backend> StageModule<B> {
             key_dropout,
             graph_token: _,
             edge_encoding,
+            label_input: _,
         } = model;
         let mut layers = layers.into_iter();
         let mut input = Some(input);
@@ -146,6 +154,7 @@ impl<B: Backend> StageModule<B> {
             key_dropout,
             graph_token: None,
             edge_encoding,
+            label_input: None,
         })
     }
 }

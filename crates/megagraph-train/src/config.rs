@@ -137,8 +137,8 @@ pub const DEFAULT_CONSISTENCY_WEIGHT: f64 = 1.0;
 pub const DEFAULT_LAYER_SCALE: f64 = 0.1;
 
 /// What the unset fields of a [`TrainConfig`]'s recipe (`model.propagation_steps`,
-/// `training.consistency_weight`, `data.feature_hops`, `model.key_dropout`,
-/// `model.layer_scale`, `optimizer.lr`) default to depends on: where the run trains and how many
+/// `training.consistency_weight`, `data.feature_hops`, `model.input_dropout`,
+/// `model.key_dropout`, `model.layer_scale`, `optimizer.lr`) default to depends on: where the run trains and how many
 /// of its nodes carry training labels.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunContext {
@@ -150,8 +150,8 @@ pub struct RunContext {
 
 impl RunContext {
     /// A run whose defaults are the standard ones: no propagation of the logits, no consistency
-    /// regularization, `[X, ÂX, Â²X]` inputs, key dropout 0.2, no LayerScale, learning rate
-    /// 0.002.
+    /// regularization, `[X, ÂX, Â²X]` inputs, input dropout 0.3, key dropout 0.2, no
+    /// LayerScale, learning rate 0.002.
     pub const STANDARD: Self = Self {
         parallel: true,
         train_fraction: 1.0,
@@ -184,8 +184,9 @@ pub struct ModelConfig {
     pub ffn_hidden: Option<usize>,
     /// Dropout in the layers. Default: 0.5.
     pub dropout: f64,
-    /// Dropout on the raw input features. Default: 0.8.
-    pub input_dropout: f64,
+    /// Dropout on the raw input features. Unset (default): 0.8 where labels are scarce
+    /// ([`RunContext::scarce_labels`]), 0.3 elsewhere ([`TrainConfig::input_dropout`]).
+    pub input_dropout: Option<f64>,
     /// DropNode (GRAND): while training, each node's whole encoded input is zeroed with this
     /// probability (the others scaled by `1 / (1 - p)`), so the node is known only through its
     /// structural encodings and the nodes it attends to. Default: 0.0 (off).
@@ -235,6 +236,12 @@ pub struct ModelConfig {
     /// least the node count). One device only (mesh 1 x 1 x 1); burn-train's
     /// [`MegaGraphTrainer`](crate::MegaGraphTrainer) does not apply it. Default: 0 (off).
     pub input_propagation_steps: usize,
+    /// UniMP's label input ([`LabelInput`](crate::LabelInput)): a learned embedding of each
+    /// node's class, shown for a random part (`training.label_input_rate`) of the training
+    /// nodes of a step, whose loss is taken on the others; evaluation shows every training
+    /// node's label. One device only (mesh 1 x 1 x 1); burn-train's
+    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer) shows no labels. Default: false.
+    pub label_input: bool,
 }
 
 impl Default for ModelConfig {
@@ -249,7 +256,7 @@ impl Default for ModelConfig {
             hidden: None,
             ffn_hidden: None,
             dropout: 0.5,
-            input_dropout: 0.8,
+            input_dropout: None,
             node_dropout: 0.0,
             max_degree: model.max_degree,
             spatial_initial_decay: model.spatial_initial_decay,
@@ -261,6 +268,7 @@ impl Default for ModelConfig {
             propagation_steps: None,
             propagation_alpha: 0.1,
             input_propagation_steps: 0,
+            label_input: false,
         }
     }
 }
@@ -274,6 +282,13 @@ pub struct OptimizerConfig {
     pub lr: Option<f64>,
     /// Decoupled weight decay. Default: 0.005.
     pub weight_decay: f64,
+    /// L2 penalty `λ` of the input projection: `λ/2 ‖W‖²` of the weights that map the node
+    /// features is added to the loss. This is the coupled weight decay of GCN's and APPNP's Adam,
+    /// which, unlike the decoupled decay, is normalized with the gradient and so pulls the
+    /// weights of rarely seen sparse features to zero. One device only (mesh 1 x 1 x 1);
+    /// burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) does not apply it.
+    /// Default: 0.0 (off).
+    pub input_l2: f64,
     /// Epochs of linear warm-up. Default: 5.
     pub warmup_epochs: usize,
     /// Final learning rate as a fraction of `lr`. Default: 0.05.
@@ -285,6 +300,7 @@ impl Default for OptimizerConfig {
         Self {
             lr: None,
             weight_decay: 5e-3,
+            input_l2: 0.0,
             warmup_epochs: 5,
             min_lr_ratio: 0.05,
         }
@@ -350,6 +366,10 @@ pub struct TrainingConfig {
     pub consistency_samples: usize,
     /// Sharpening temperature of the consistency regularization, in (0, 1]. Default: 0.5.
     pub consistency_temperature: f64,
+    /// With `model.label_input`: the probability that a training node shows its label in a
+    /// step (drawn per node and step); the loss is taken on the training nodes that do not,
+    /// in (0, 1). Default: 0.5.
+    pub label_input_rate: f64,
 }
 
 impl Default for TrainingConfig {
@@ -373,6 +393,7 @@ impl Default for TrainingConfig {
             consistency_weight: None,
             consistency_samples: 2,
             consistency_temperature: 0.5,
+            label_input_rate: 0.5,
         }
     }
 }
@@ -472,6 +493,14 @@ impl TrainConfig {
             .unwrap_or(if self.propagation_steps(run) > 0 { 0 } else { 2 })
     }
 
+    /// The dropout on the raw input features: `model.input_dropout`, or when it is unset 0.8
+    /// where labels are scarce and 0.3 elsewhere.
+    pub fn input_dropout(&self, run: RunContext) -> f64 {
+        self.model
+            .input_dropout
+            .unwrap_or(if run.scarce_labels() { 0.8 } else { 0.3 })
+    }
+
     /// The attention key dropout: `model.key_dropout`, or when it is unset 0.7 where labels are
     /// scarce and 0.2 elsewhere.
     pub fn key_dropout(&self, run: RunContext) -> f64 {
@@ -516,6 +545,12 @@ impl TrainConfig {
         if parallel && self.model.input_propagation_steps > 0 {
             return refuse("model.input_propagation_steps");
         }
+        if parallel && self.model.label_input {
+            return refuse("model.label_input");
+        }
+        if parallel && self.optimizer.input_l2 > 0.0 {
+            return refuse("optimizer.input_l2");
+        }
         Ok(())
     }
 
@@ -527,6 +562,7 @@ impl TrainConfig {
         config.training.consistency_weight = Some(self.consistency_weight(run));
         config.data.feature_hops = Some(self.feature_hops(run));
         config.model.key_dropout = Some(self.key_dropout(run));
+        config.model.input_dropout = Some(self.input_dropout(run));
         config.model.layer_scale = Some(self.layer_scale(run).unwrap_or(0.0));
         config.optimizer.lr = Some(self.lr(run));
         config
@@ -621,8 +657,11 @@ impl TrainConfig {
         if !(self.training.consistency_temperature > 0.0 && self.training.consistency_temperature <= 1.0) {
             return invalid("training.consistency_temperature", "must be in (0, 1]");
         }
+        if !(self.training.label_input_rate > 0.0 && self.training.label_input_rate < 1.0) {
+            return invalid("training.label_input_rate", "must be in (0, 1)");
+        }
         self.check_one_device_only(self.mesh.is_parallel())?;
-        if !probability(self.model.input_dropout) {
+        if self.model.input_dropout.is_some_and(|p| !probability(p)) {
             return invalid("model.input_dropout", "must be in [0, 1)");
         }
         if self.model.block_size == 0 {
@@ -636,6 +675,9 @@ impl TrainConfig {
         }
         if self.optimizer.weight_decay < 0.0 {
             return invalid("optimizer.weight_decay", "must not be negative");
+        }
+        if !(self.optimizer.input_l2 >= 0.0 && self.optimizer.input_l2.is_finite()) {
+            return invalid("optimizer.input_l2", "must be a non-negative number (0 = off)");
         }
         if self.training.epochs == 0 {
             return invalid("training.epochs", "must be at least 1");
@@ -719,7 +761,8 @@ impl TrainConfig {
 
     /// The model configuration for a dataset with `feature_dim`, `num_nodes` and `num_classes`
     /// (without the edge encoding, whose width is the dataset's: the trainer adds it). An unset
-    /// `model.key_dropout` or `model.layer_scale` is the standard one (0.2; no LayerScale): the
+    /// `model.input_dropout`, `model.key_dropout` or `model.layer_scale` is the standard one
+    /// (0.3; 0.2; no LayerScale): the
     /// trainer calls this on its [`resolved`](Self::resolved) configuration.
     pub fn model_config(&self, feature_dim: Option<usize>, num_nodes: usize, num_classes: usize) -> GraphTransformerConfig {
         let base = self
@@ -735,7 +778,7 @@ impl TrainConfig {
             ..base
         }
         .with_dropout(m.dropout)
-        .with_input_dropout(m.input_dropout)
+        .with_input_dropout(self.input_dropout(RunContext::STANDARD))
         .with_node_dropout(m.node_dropout)
         .with_max_degree(m.max_degree)
         .with_max_distance(self.data.max_distance)
@@ -743,6 +786,7 @@ impl TrainConfig {
         .with_block_size(m.block_size)
         .with_key_dropout(self.key_dropout(RunContext::STANDARD))
         .with_graph_token(m.graph_token)
+        .with_label_input(m.label_input)
         .with_layer_scale(self.layer_scale(RunContext::STANDARD))
     }
 }
@@ -883,6 +927,11 @@ mod tests {
             ("[training]\nconsistency_samples = 1\n", "training.consistency_samples"),
             ("[training]\nconsistency_temperature = 0.0\n", "training.consistency_temperature"),
             ("[training]\nconsistency_weight = 1.0\n[mesh]\ncp = 2\n", "training.consistency_weight"),
+            ("[model]\nlabel_input = true\n[mesh]\ndp = 2\n", "model.label_input"),
+            ("[training]\nlabel_input_rate = 0.0\n", "training.label_input_rate"),
+            ("[training]\nlabel_input_rate = 1.0\n", "training.label_input_rate"),
+            ("[optimizer]\ninput_l2 = -1.0\n", "optimizer.input_l2"),
+            ("[optimizer]\ninput_l2 = 0.001\n[mesh]\npp = 2\n", "optimizer.input_l2"),
         ] {
             assert_refused(refused, field);
         }
@@ -903,14 +952,15 @@ mod tests {
                 config.key_dropout(run),
                 config.layer_scale(run),
                 config.lr(run),
+                config.input_dropout(run),
             )
         };
         assert_eq!(
             recipe(&unset, scarce),
-            (DEFAULT_PROPAGATION_STEPS, DEFAULT_CONSISTENCY_WEIGHT, 0, 0.7, Some(DEFAULT_LAYER_SCALE), 0.0005)
+            (DEFAULT_PROPAGATION_STEPS, DEFAULT_CONSISTENCY_WEIGHT, 0, 0.7, Some(DEFAULT_LAYER_SCALE), 0.0005, 0.8)
         );
         for run in [plenty, mesh, RunContext::STANDARD] {
-            assert_eq!(recipe(&unset, run), (0, 0.0, 2, 0.2, None, 0.002), "{run:?}");
+            assert_eq!(recipe(&unset, run), (0, 0.0, 2, 0.2, None, 0.002, 0.3), "{run:?}");
         }
         // resolving sets every field to its value for the run
         let resolved = unset.resolved(scarce);
@@ -926,13 +976,14 @@ mod tests {
             (off.propagation_steps(scarce), off.consistency_weight(scarce), off.feature_hops(scarce), off.layer_scale(scarce)),
             (0, 0.0, 2, None)
         );
-        let text = "[data]\nfeature_hops = 1\n[model]\npropagation_steps = 3\nkey_dropout = 0.1\nlayer_scale = 0.5\n[optimizer]\nlr = 0.01\n[training]\nconsistency_weight = 0.5\n";
+        let text = "[data]\nfeature_hops = 1\n[model]\npropagation_steps = 3\nkey_dropout = 0.1\nlayer_scale = 0.5\ninput_dropout = 0.4\n[optimizer]\nlr = 0.01\n[training]\nconsistency_weight = 0.5\n";
         let set = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
         for run in [scarce, plenty] {
-            assert_eq!(recipe(&set, run), (3, 0.5, 1, 0.1, Some(0.5), 0.01), "{run:?}");
+            assert_eq!(recipe(&set, run), (3, 0.5, 1, 0.1, Some(0.5), 0.01, 0.4), "{run:?}");
         }
         for (refused, field) in [
             ("[model]\nkey_dropout = 1.0\n", "model.key_dropout"),
+            ("[model]\ninput_dropout = 1.0\n", "model.input_dropout"),
             ("[optimizer]\nlr = 0.0\n", "optimizer.lr"),
         ] {
             assert_refused(refused, field);

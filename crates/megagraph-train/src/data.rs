@@ -400,6 +400,7 @@ impl SequenceDataset {
                 distance: block.index_rows,
                 padding: block.padding,
                 edge_paths,
+                label_input: None,
             },
             labels: block.labels,
             train_weight: block.weight,

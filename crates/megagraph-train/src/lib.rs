@@ -27,6 +27,7 @@ mod observer;
 pub mod parallel;
 pub mod plot;
 mod input_propagation;
+mod label_input;
 mod prediction_propagation;
 mod prefetch;
 mod prepare;
@@ -60,6 +61,7 @@ pub use learner::{
 };
 pub use metrics::{EpochMetrics, TrainReport};
 pub use input_propagation::InputPropagation;
+pub use label_input::{LabelInput, ShownLabels};
 pub use prediction_propagation::{PredictionPropagation, PropagationEdges};
 pub use prefetch::RowLayout;
 pub use prepare::{load_dataset, prepare, prepare_with_progress, train_fraction};

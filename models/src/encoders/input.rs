@@ -83,6 +83,16 @@ impl<B: Backend> InputEncoder<B> {
         encoded * keep
     }
 
+    /// The squared norm `‖W‖²` of the weights that map the input (the linear map's weight, or
+    /// the node-id embeddings), `[1]`: what an L2 penalty of the input projection reads.
+    pub fn weight_squared_norm(&self) -> Tensor<B, 1> {
+        match (&self.linear, &self.embedding) {
+            (Some(linear), _) => linear.weight.val().powi_scalar(2).sum(),
+            (None, Some(embedding)) => embedding.weight.val().powi_scalar(2).sum(),
+            (None, None) => unreachable!("an input encoder has a linear map or embeddings"),
+        }
+    }
+
     /// The encoded rows before DropNode.
     fn encode(&self, input: NodeInput<B>) -> Tensor<B, 3> {
         match (input, &self.linear, &self.embedding) {

@@ -295,6 +295,7 @@ fn batch(problem: &Problem, with_paths: bool) -> GraphBatch<B> {
             .into(),
         padding: Tensor::<B, 2>::zeros([BATCH, SEQ], &device).equal_elem(1.0),
         edge_paths: with_paths.then(|| problem.paths()),
+        label_input: None,
     }
 }
 
@@ -365,6 +366,7 @@ fn every_layer_reads_the_bias_with_and_without_the_graph_token() {
 fn batch_without_paths(batch: &GraphBatch<B>) -> GraphBatch<B> {
     GraphBatch {
         edge_paths: None,
+        label_input: None,
         ..batch.clone()
     }
 }

@@ -244,6 +244,7 @@ fn batch(problem: &Problem, index: BucketIndex<B>) -> GraphBatch<B> {
         distance: index,
         padding: problem.padding(&device),
         edge_paths: None,
+        label_input: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod concurrent_backward;
 mod dropout_seeding;
 mod edge_encoding;
 mod graph_token;
+mod label_input;
 mod sparse_graph_token;
 
 #[path = "../../../tests/support/turn.rs"]

@@ -268,6 +268,7 @@ fn the_model_with_the_token_runs_sparse_attention_as_the_float64_core() {
             .into(),
         padding: problem.padding(),
         edge_paths: None,
+        label_input: None,
     };
     let sparse = model
         .forward_with(batch(), &problem.sparse::<B>())

@@ -249,6 +249,7 @@ impl<Bk: Backend> BatchSource<Bk> for Synthetic {
                 .into(),
                 padding: Tensor::from_data(TensorData::new(padding, [n, s]), device),
                 edge_paths: edge_paths(&picked, s, device),
+                label_input: None,
             },
             labels: Tensor::from_data(TensorData::new(ints(&|q| &q.labels), [n, s]), device),
             train_weight: Tensor::from_data(

@@ -18,6 +18,7 @@ use crate::data::SequenceDataset;
 use crate::consistency::ConsistencyRegularization;
 use crate::error::Result;
 use crate::input_propagation::InputPropagation;
+use crate::label_input::LabelInput;
 use crate::prediction_propagation::PredictionPropagation;
 
 pub(crate) use mesh::MeshEngine;
@@ -99,6 +100,9 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub structure_dropout: f64,
     /// Label smoothing ε of the loss (0 = plain cross-entropy).
     pub label_smoothing: f64,
+    /// L2 penalty λ of the input projection, `λ/2 ‖W‖²` added to the loss (single-device engine
+    /// only; the configuration refuses it on a mesh; 0 = none).
+    pub input_l2: f64,
     /// APPNP's propagation of the logits before the loss (single-device engine only; the
     /// configuration refuses it on a mesh).
     pub propagation: Option<Arc<PredictionPropagation>>,
@@ -108,6 +112,9 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     /// GRAND's consistency regularization of every step (single-device engine only; the
     /// configuration refuses it on a mesh).
     pub consistency: Option<ConsistencyRegularization>,
+    /// UniMP's label input of every step (single-device engine only; the configuration
+    /// refuses it on a mesh).
+    pub label_input: Option<LabelInput>,
     /// The device of single-device training and of the returned model.
     pub device: B::Device,
     /// The devices of a mesh's ranks: one per rank, or one shared by every rank.

@@ -15,6 +15,7 @@ use crate::consistency::ConsistencyRegularization;
 use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
 use crate::input_propagation::InputPropagation;
+use crate::label_input::LabelInput;
 use crate::prediction_propagation::PredictionPropagation;
 use crate::step_attention::step_logits_mixed;
 
@@ -28,9 +29,11 @@ pub(crate) struct SingleDeviceEngine<B: AutodiffBackend> {
     data: Arc<SequenceDataset>,
     structure_dropout: f64,
     label_smoothing: f64,
+    input_l2: f64,
     propagation: Option<Arc<PredictionPropagation>>,
     input_propagation: Option<Arc<InputPropagation>>,
     consistency: Option<ConsistencyRegularization>,
+    label_input: Option<LabelInput>,
     device: B::Device,
     figures: RankFigures,
     attention: StepAttention,
@@ -53,9 +56,11 @@ where
             data: setup.data,
             structure_dropout: setup.structure_dropout,
             label_smoothing: setup.label_smoothing,
+            input_l2: setup.input_l2,
             propagation: setup.propagation,
             input_propagation: setup.input_propagation,
             consistency: setup.consistency,
+            label_input: setup.label_input,
             device: setup.device,
             figures: RankFigures::default(),
             attention: StepAttention::Full,
@@ -79,8 +84,16 @@ where
             (self.structure_dropout > 0.0).then_some((self.structure_dropout, dropout_seed));
         megagraph_parallel::reset_thread_peak();
         // sparse steps build no distance rows: their core reads none
-        let batch: NodeBatch<B> = self.attention.batch(&self.data, indices, &self.device, dropout);
-        let train_nodes = self.data.train_nodes(&batch.nodes);
+        let mut batch: NodeBatch<B> = self.attention.batch(&self.data, indices, &self.device, dropout);
+        // with the label input, the loss scores the training nodes that do not show their label
+        let (train_weight, train_nodes) = match &self.label_input {
+            Some(labels) => {
+                let shown = labels.training(&self.data, &batch.nodes, batch.labels.dims(), dropout_seed, &self.device);
+                batch.graph.label_input = Some(shown.shown);
+                (shown.scored, shown.scored_nodes)
+            }
+            None => (batch.train_weight.clone(), self.data.train_nodes(&batch.nodes)),
+        };
         if train_nodes == 0 {
             return Ok(None);
         }
@@ -126,7 +139,7 @@ where
                 masked_smoothed_cross_entropy(
                     logits.clone(),
                     batch.labels.clone(),
-                    batch.train_weight.clone(),
+                    train_weight.clone(),
                     train_nodes,
                     self.label_smoothing,
                 )
@@ -137,6 +150,11 @@ where
         let loss = match &self.consistency {
             Some(consistency) => supervised + consistency.loss(&sampled, present_positions(&batch.nodes, &batch.labels)),
             None => supervised,
+        };
+        let loss = if self.input_l2 > 0.0 {
+            loss + model.input.weight_squared_norm() * (self.input_l2 / 2.0)
+        } else {
+            loss
         };
         let value = loss.clone().into_scalar().elem::<f64>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);

@@ -10,6 +10,7 @@ use crate::correct_smooth::CorrectAndSmooth;
 use crate::data::{NodeBatch, SplitRole};
 use crate::engine::StepAttention;
 use crate::error::Result;
+use crate::label_input::LabelInput;
 use crate::prefetch::RowLayout;
 use crate::step_attention::step_logits_mixed;
 
@@ -68,7 +69,11 @@ impl NodeClassificationTrainer<'_> {
         let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
         for (i, indices) in slices.iter().enumerate() {
             self.prefetch(&slices, i, RowLayout::SINGLE, |_| attention.reads_distances());
-            let batch: NodeBatch<B> = attention.batch(&self.data, indices, device, None);
+            let mut batch: NodeBatch<B> = attention.batch(&self.data, indices, device, None);
+            if model.label_input.is_some() {
+                let shown = LabelInput::evaluation(&self.data, &batch.nodes, batch.labels.dims(), device);
+                batch.graph.label_input = Some(shown);
+            }
             let core = attention.core::<B>(&self.data, indices, device)?;
             let input = self
                 .input_propagation

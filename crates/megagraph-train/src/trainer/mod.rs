@@ -30,6 +30,7 @@ use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
 use crate::parallel::{StepShape, resolve_layout};
 use crate::input_propagation::InputPropagation;
+use crate::label_input::LabelInput;
 use crate::prediction_propagation::PredictionPropagation;
 use crate::prepare::train_fraction;
 use crate::prefetch::RowLayout;
@@ -345,9 +346,11 @@ impl<'a> NodeClassificationTrainer<'a> {
             data: self.data.clone(),
             structure_dropout: self.config.data.structure_dropout,
             label_smoothing: self.config.training.label_smoothing,
+            input_l2: self.config.optimizer.input_l2,
             propagation: self.propagation.clone(),
             input_propagation: self.input_propagation.clone(),
             consistency: ConsistencyRegularization::from_config(&self.config, self.run_context()),
+            label_input: LabelInput::from_config(&self.config),
             device: devices[0].clone(),
             rank_devices: devices.to_vec(),
             nodes: self.nodes.clone(),

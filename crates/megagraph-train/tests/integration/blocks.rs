@@ -189,7 +189,7 @@ fn training_with_and_without_prefetching_gives_the_same_losses() {
         config.training.batch_size = 2;
         // Burn's dropout stream differs between runs in one process; structure dropout does not
         config.model.dropout = 0.0;
-        config.model.input_dropout = 0.0;
+        config.model.input_dropout = Some(0.0);
         config.model.key_dropout = Some(0.0);
         config.data.structure_dropout = 0.1;
         let data = std::sync::Arc::new(prepare(&config).expect("prepare"));

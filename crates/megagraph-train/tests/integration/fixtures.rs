@@ -17,7 +17,7 @@ pub(crate) fn tiny_config() -> TrainConfig {
     config.model.hidden = Some(16);
     config.model.ffn_hidden = Some(16);
     config.model.dropout = 0.0;
-    config.model.input_dropout = 0.0;
+    config.model.input_dropout = Some(0.0);
     config.model.key_dropout = Some(0.0);
     config.model.layer_scale = Some(0.0);
     config.model.propagation_steps = Some(0);

@@ -12,7 +12,7 @@ fn tiny_config() -> TrainConfig {
     config.training.batch_size = 2;
     // Light regularization: these tests check learning and bookkeeping, not generalization.
     config.model.dropout = 0.1;
-    config.model.input_dropout = 0.1;
+    config.model.input_dropout = Some(0.1);
     config.model.key_dropout = Some(0.2);
     config.optimizer.lr = Some(0.01);
     config
@@ -293,4 +293,70 @@ fn every_sequence(data: &megagraph_train::SequenceDataset, batch_size: usize) ->
         .chunks(batch_size)
         .map(<[usize]>::to_vec)
         .collect()
+}
+
+#[test]
+fn label_input_trains_and_its_predictions_read_the_training_labels_only() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    // long enough, and fast enough, for the label table to move predictions
+    config.training.epochs = 12;
+    config.optimizer.lr = Some(0.01);
+    config.model.label_input = true;
+    let device = Default::default();
+    let outcome = NodeClassificationTrainer::new(&config, prepare(&config).expect("prepare"))
+        .fit::<Autodiff<Flex>>(&device, &mut Quiet)
+        .expect("train");
+    let report = outcome.report;
+    assert!(report.history.iter().all(|epoch| epoch.loss.is_finite()), "{:?}", report.history);
+    let evaluate = |relabel: Option<SplitRole>| {
+        let mut data = prepare(&config).expect("prepare");
+        let dataset = &mut data.dataset;
+        let nodes = match relabel {
+            Some(SplitRole::Train) => dataset.split.train.clone(),
+            Some(SplitRole::Valid) => dataset.split.valid.clone(),
+            Some(SplitRole::Test) => dataset.split.test.clone(),
+            _ => Vec::new(),
+        };
+        for v in nodes {
+            let label = &mut dataset.labels[v as usize];
+            *label = (*label + 1) % dataset.num_classes as i64;
+        }
+        let batches = every_sequence(&data, config.training.batch_size);
+        NodeClassificationTrainer::new(&config, data).evaluate(&outcome.model, &batches, &device)
+    };
+    let on = evaluate(None);
+    assert_eq!((on.valid, on.test), (report.best_valid_accuracy, report.test_accuracy));
+    // other test (valid) labels move the test (valid) accuracy only: no prediction reads them
+    let test_relabelled = evaluate(Some(SplitRole::Test));
+    assert_eq!((test_relabelled.train, test_relabelled.valid), (on.train, on.valid));
+    let valid_relabelled = evaluate(Some(SplitRole::Valid));
+    assert_eq!((valid_relabelled.train, valid_relabelled.test), (on.train, on.test));
+    // the predictions of the valid and test nodes read the training labels
+    let train_relabelled = evaluate(Some(SplitRole::Train));
+    assert_ne!((train_relabelled.valid, train_relabelled.test), (on.valid, on.test), "the shown labels changed no prediction");
+}
+
+#[test]
+fn the_input_l2_penalty_shrinks_the_input_projection_and_adds_to_the_loss() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.training.epochs = 3;
+    let device = Default::default();
+    let fit = |config: &TrainConfig| {
+        NodeClassificationTrainer::new(config, prepare(config).expect("prepare"))
+            .fit::<Autodiff<Flex>>(&device, &mut Quiet)
+            .expect("train")
+    };
+    let plain = fit(&config);
+    let mut penalized = config.clone();
+    penalized.optimizer.input_l2 = 1.0;
+    let penalized = fit(&penalized);
+    let norm = |outcome: &megagraph_train::TrainOutcome<Flex>| -> f64 {
+        outcome.model.input.weight_squared_norm().into_data().iter::<f64>().sum()
+    };
+    assert!(norm(&penalized) < 0.8 * norm(&plain), "{} vs {}", norm(&penalized), norm(&plain));
+    // the first step's loss includes λ/2 ‖W‖² of the initial weights, the same in both runs
+    let first = |outcome: &megagraph_train::TrainOutcome<Flex>| outcome.report.history[0].loss;
+    assert!(first(&penalized) > first(&plain), "{} vs {}", first(&penalized), first(&plain));
 }
