@@ -3,7 +3,7 @@
 
 use burn::backend::{Autodiff, Flex};
 use megagraph_train::{
-    NodeClassificationTrainer, Quiet, SplitRole, SyntheticKind, TrainConfig, TrainError, TrainReport, prepare,
+    NodeClassificationTrainer, Quiet, SplitAccuracy, SplitRole, SyntheticKind, TrainConfig, TrainError, TrainReport, prepare,
 };
 
 fn tiny_config() -> TrainConfig {
@@ -210,21 +210,7 @@ fn correct_and_smooth_picks_the_best_epoch_on_its_own_predictions_and_reads_no_t
         .fit::<Autodiff<Flex>>(&device, &mut Quiet)
         .expect("train");
     let report = outcome.report;
-    let evaluate = |config: &TrainConfig, relabel: Option<SplitRole>| {
-        let mut data = prepare(config).expect("prepare");
-        let dataset = &mut data.dataset;
-        let nodes = match relabel {
-            Some(SplitRole::Valid) => dataset.split.valid.clone(),
-            Some(SplitRole::Test) => dataset.split.test.clone(),
-            _ => Vec::new(),
-        };
-        for v in nodes {
-            let label = &mut dataset.labels[v as usize];
-            *label = (*label + 1) % dataset.num_classes as i64;
-        }
-        let batches = every_sequence(&data, config.training.batch_size);
-        NodeClassificationTrainer::new(config, data).evaluate(&outcome.model, &batches, &device)
-    };
+    let evaluate = |config: &TrainConfig, relabel| evaluate_relabelled(config, &outcome.model, relabel);
     let post_processed = evaluate(&config, None);
     // the best epoch was chosen on the post-processed validation accuracy
     assert_eq!(post_processed.valid, report.best_valid_accuracy);
@@ -286,6 +272,25 @@ fn trains_and_the_report_reads_it(config: &TrainConfig, switch_off: impl FnOnce(
     assert_ne!(evaluate(&plain), on, "switching it off changed no prediction");
 }
 
+/// The accuracies of `model` on `config`'s data with the labels of the split `relabel` (none:
+/// `None`) moved to the next class: what changes with them is what reads those labels.
+fn evaluate_relabelled(config: &TrainConfig, model: &megagraph_models::GraphTransformer<Flex>, relabel: Option<SplitRole>) -> SplitAccuracy {
+    let mut data = prepare(config).expect("prepare");
+    let dataset = &mut data.dataset;
+    let nodes = match relabel {
+        Some(SplitRole::Train) => dataset.split.train.clone(),
+        Some(SplitRole::Valid) => dataset.split.valid.clone(),
+        Some(SplitRole::Test) => dataset.split.test.clone(),
+        _ => Vec::new(),
+    };
+    for v in nodes {
+        let label = &mut dataset.labels[v as usize];
+        *label = (*label + 1) % dataset.num_classes as i64;
+    }
+    let batches = every_sequence(&data, config.training.batch_size);
+    NodeClassificationTrainer::new(config, data).evaluate(model, &batches, &Default::default())
+}
+
 /// Every sequence of `data` in order, in batches of `batch_size` (what the trainer evaluates).
 fn every_sequence(data: &megagraph_train::SequenceDataset, batch_size: usize) -> Vec<Vec<usize>> {
     (0..data.num_sequences())
@@ -309,22 +314,7 @@ fn label_input_trains_and_its_predictions_read_the_training_labels_only() {
         .expect("train");
     let report = outcome.report;
     assert!(report.history.iter().all(|epoch| epoch.loss.is_finite()), "{:?}", report.history);
-    let evaluate = |relabel: Option<SplitRole>| {
-        let mut data = prepare(&config).expect("prepare");
-        let dataset = &mut data.dataset;
-        let nodes = match relabel {
-            Some(SplitRole::Train) => dataset.split.train.clone(),
-            Some(SplitRole::Valid) => dataset.split.valid.clone(),
-            Some(SplitRole::Test) => dataset.split.test.clone(),
-            _ => Vec::new(),
-        };
-        for v in nodes {
-            let label = &mut dataset.labels[v as usize];
-            *label = (*label + 1) % dataset.num_classes as i64;
-        }
-        let batches = every_sequence(&data, config.training.batch_size);
-        NodeClassificationTrainer::new(&config, data).evaluate(&outcome.model, &batches, &device)
-    };
+    let evaluate = |relabel| evaluate_relabelled(&config, &outcome.model, relabel);
     let on = evaluate(None);
     assert_eq!((on.valid, on.test), (report.best_valid_accuracy, report.test_accuracy));
     // other test (valid) labels move the test (valid) accuracy only: no prediction reads them
