@@ -138,8 +138,8 @@ pub const DEFAULT_LAYER_SCALE: f64 = 0.1;
 
 /// What the unset fields of a [`TrainConfig`]'s recipe (`model.propagation_steps`,
 /// `training.consistency_weight`, `data.feature_hops`, `model.input_dropout`,
-/// `model.key_dropout`, `model.layer_scale`, `optimizer.lr`) default to depends on: where the run trains and how many
-/// of its nodes carry training labels.
+/// `model.key_dropout`, `model.layer_scale`, `optimizer.lr`) default to depends on: where the
+/// run trains and how many of its nodes carry training labels.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunContext {
     /// Steps run on a mesh or across several nodes (the mesh engine).
