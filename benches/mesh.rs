@@ -53,11 +53,9 @@ struct Sequences {
     feature_dim: Option<usize>,
 }
 
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// One SplitMix64 step from `z`.
+fn mix(z: u64) -> u64 {
+    megagraph_graph::hash::splitmix64(z.wrapping_add(megagraph_graph::hash::GOLDEN))
 }
 
 impl<Bk: Backend> BatchSource<Bk> for Sequences {

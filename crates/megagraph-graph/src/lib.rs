@@ -28,6 +28,7 @@ pub mod distance;
 pub mod edge_features;
 pub mod error;
 pub mod graph;
+pub mod hash;
 pub mod ogb;
 pub mod sequence;
 pub mod synthetic;

@@ -4,6 +4,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
+use megagraph_graph::hash::{GOLDEN, splitmix64};
 
 use crate::config::TrainConfig;
 use crate::data::SequenceDataset;
@@ -91,13 +92,9 @@ impl LabelInput {
     }
 }
 
-/// A uniform draw in [0, 1) keyed by `seed` and `node` (SplitMix64's finalizer over both).
+/// A uniform draw in [0, 1) keyed by `seed` and `node` (SplitMix64's output function over both).
 fn unit_draw(seed: u64, node: u32) -> f64 {
-    let mut z = seed ^ u64::from(node).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = splitmix64((seed ^ u64::from(node).wrapping_mul(GOLDEN)).wrapping_add(GOLDEN));
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 

@@ -3,15 +3,7 @@
 
 use rand::RngCore;
 
-/// The SplitMix64 increment (the golden ratio in 64 bits).
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The SplitMix64 output function.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use crate::hash::{GOLDEN, splitmix64 as mix};
 
 /// A SplitMix64 generator (Steele, Lea and Flood 2014): one add and one mix per draw, seeded
 /// from a hash of its coordinates. Sampling a row draws a handful of numbers, where seeding a
