@@ -1,6 +1,8 @@
 //! [`SplitMix`]: the deterministic pseudo-random source of the synthetic inputs that the profiler
 //! and the validation runs measure with.
 
+use megagraph_graph::hash::{GOLDEN, splitmix64};
+
 /// SplitMix64: deterministic pseudo-random values for synthetic inputs.
 #[derive(Clone, Debug)]
 pub(crate) struct SplitMix(u64);
@@ -11,11 +13,8 @@ impl SplitMix {
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GOLDEN);
+        splitmix64(self.0)
     }
 
     /// Uniform in `[-1, 1)`.

@@ -1,6 +1,7 @@
 //! SplitMix64 (Steele, Lea and Flood 2014): the counter-based mixing behind megagraph's seeded
 //! draws that must not depend on which thread, batch or order draws them (sequence grouping,
-//! temporal sampling streams, the label input's per-node draws).
+//! temporal sampling streams, the label input's per-node draws, dropout seeds, the profiler's
+//! synthetic inputs).
 
 /// The SplitMix64 increment (the golden ratio in 64 bits).
 pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -4,6 +4,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Shape, Tensor, TensorData};
+use megagraph_graph::hash::{GOLDEN, splitmix64};
 use rayon::prelude::*;
 
 use super::PhiloxStream;
@@ -61,16 +62,8 @@ pub fn draw_seed<B: Backend>(device: &B::Device) -> u64 {
     draws
         .iter::<f32>()
         .fold(0x243F_6A88_85A3_08D3, |seed, draw| {
-            splitmix64(seed ^ u64::from(draw.to_bits()))
+            splitmix64((seed ^ u64::from(draw.to_bits())).wrapping_add(GOLDEN))
         })
-}
-
-/// The SplitMix64 finalizer: a bijective 64-bit mix.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

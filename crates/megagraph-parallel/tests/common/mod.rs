@@ -10,6 +10,7 @@ use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use megagraph_graph::hash::{GOLDEN, splitmix64};
 use megagraph_models::encoders::EdgePaths;
 use megagraph_models::{GraphBatch, GraphTransformer, GraphTransformerConfig, NodeInput, masked_cross_entropy};
 use megagraph_parallel::{BatchSource, TrainBatch, trainable};
@@ -40,11 +41,8 @@ impl Rng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GOLDEN);
+        splitmix64(self.0)
     }
 
     /// Uniform in `[-amplitude, amplitude)`.
