@@ -9,7 +9,7 @@
 //!   libgl1-mesa-dri`).
 //! - `--features cuda` on a machine with an NVIDIA GPU: the same against Burn's `Cuda` backend.
 
-#![cfg(any(feature = "wgpu", feature = "cuda"))]
+#![cfg(any(feature = "wgpu", feature = "cuda-untuned"))]
 
 
 use burn::backend::{Autodiff, Flex};
@@ -191,7 +191,7 @@ mod wgpu {
     }
 }
 
-#[cfg(feature = "cuda")]
+#[cfg(feature = "cuda-untuned")]
 mod cuda {
     use burn::backend::Autodiff;
     use burn::backend::cuda::CudaDevice;

@@ -210,6 +210,56 @@ fn wgpu_all_masked_rows_give_no_nan() {
     assert!(found[1].iter().all(|x| *x == f64::NEG_INFINITY), "lse of masked rows");
 }
 
+/// A sparse index, expanded on the device per key block, gives what the same index dense gives,
+/// bit for bit, and matches the reference: two batch elements (offsets running over the batch),
+/// a column offset and a key block narrower than the index.
+#[test]
+fn wgpu_sparse_index_matches_dense() {
+    let _turn = common::wgpu_turn();
+    let (mut rng, seed) = seeded_rng("wgpu_sparse_index_matches_dense");
+    let case = Case::random(
+        &mut rng,
+        Dims {
+            batch: 2,
+            heads: 2,
+            q_len: 70,
+            k_len: 41,
+            head_dim: 8,
+            buckets: 5,
+            total_k_len: 53,
+            column_offset: 7,
+        },
+        Features {
+            distance: true,
+            dense: false,
+            mask: true,
+            all_masked_batch: false,
+        },
+    );
+    let d = case.dims;
+    let r_out = uniform(&mut rng, d.batch * d.heads * d.q_len * d.head_dim, 1.0);
+    let r_lse = uniform(&mut rng, d.batch * d.heads * d.q_len, 1.0);
+    let run = |sparse: bool| {
+        let options = RunOptions {
+            sparse,
+            ..RunOptions::block(16)
+        };
+        tracked_run::<Autodiff<Wgpu>>(&case, &device(), options, &r_out, &r_lse)
+    };
+    let (dense, sparse) = (run(false), run(true));
+    let flex = tracked_run::<Autodiff<Flex>>(
+        &case,
+        &Default::default(),
+        RunOptions::block(16),
+        &r_out,
+        &r_lse,
+    );
+    for (((name, s), x), f) in result_names(&case).iter().zip(&sparse).zip(&dense).zip(&flex) {
+        assert_eq!(s, x, "sparse vs dense index on wgpu: {name} (seed {seed})");
+        assert_close(&format!("sparse wgpu vs flex: {name}"), s, f, TOL, seed);
+    }
+}
+
 #[test]
 fn wgpu_index_dtype_is_supported() {
     let _turn = common::wgpu_turn();

@@ -6,9 +6,10 @@
 #            N in {4096, 16384, 65536} and head_dim in {8, 64} (scripts/gpu/attention.sh's table);
 #   torch    the same problems in PyTorch: SDPA with a dense float mask, FlexAttention with a
 #            score_mod reading the table through the index;
-#   train    the paper model (16 layers, 8 heads, hidden = FFN = 64) on a 1M-node synthetic graph,
-#            `--backend cuda`, layouts (1,1,1), (1,2,1) and (2,1,1) even and balanced on the one GPU:
-#            seconds per step and per-rank peak memory from the CubeCL meter;
+#   train    the paper model (16 layers, 8 heads, hidden = FFN = 64), `--backend cuda`, sequences
+#            of TRAIN_SEQ_LEN nodes: layouts (1,1,1), (1,2,1) and (2,1,1) even and uneven on the
+#            one GPU on a 131,072-node graph (configs/train/paper-131k.toml), then (1,1,1) on a
+#            1M-node graph: seconds per step and per-rank peak memory from the CubeCL meter;
 #   planner  `megagraph profile --backend cuda`, then `plan --validate` on configs/clusters/h200-1x.toml;
 #   temporal issue 21's speed grid on the machine's 16 cores (scripts/gpu/temporal.sh: mini-batch
 #            against DepBloom at 1, 2, 4 and 8 workers, CPU only), from the event streams in
@@ -19,13 +20,17 @@
 # the tables and the summary, which says which phases ran, are printed.
 #
 #   scripts/gpu/h200.sh [OUT_DIR]    (PHASES, DEADLINE_S, SIZES, HEAD_DIMS, TRAIN_SEQ_LEN,
-#                                     TRAIN_STEPS, PLAN_SEQ_LEN override the defaults)
+#                                     TRAIN_STEPS, PLAN_SEQ_LEN override the defaults;
+#                                     TEMPORAL_CPUS=8-15 MAIN_CPUS=0-7 run the temporal grid
+#                                     beside the other phases, each on its own cores)
 #
 # The device machine has no Rust: build here and carry the binaries (paths under .device/ are
 # ignored through .git/info/exclude):
 #
 #   export CUDARC_CUDA_VERSION=13000   # the device's driver and nvcc are CUDA 13.0
-#   cargo build --release --features cuda --bin megagraph
+#   cargo build --release --features cuda-untuned --bin megagraph
+#   (without Burn's autotuner: with it, each new matrix-product shape took 15-40 s to tune on the
+#   H200 and no training phase ended its first step within its limit)
 #   cargo build --release -p megagraph-kernels --features cuda --example gpu_attention
 #   mkdir -p .device && strip -o .device/megagraph "$CARGO_TARGET_DIR/release/megagraph" \
 #       && strip -o .device/gpu_attention "$CARGO_TARGET_DIR/release/examples/gpu_attention" \
@@ -53,7 +58,7 @@ bin_dir="${BIN_DIR:-}"
 temporal_data="${TEMPORAL_DATA:-${BIN_DIR:+$BIN_DIR/temporal}}"
 temporal_data="${temporal_data:-../shared/datasets/temporal}"
 if [ -z "$bin_dir" ]; then
-    cargo build --release --features cuda --bin megagraph || exit 1
+    cargo build --release --features cuda-untuned --bin megagraph || exit 1
     cargo build --release -p megagraph-kernels --features cuda --example gpu_attention || exit 1
     bin_dir="${CARGO_TARGET_DIR:-target}/release"
     cp "$bin_dir/examples/gpu_attention" "$bin_dir/gpu_attention"
@@ -106,6 +111,19 @@ phase() {
 }
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
+# TEMPORAL_CPUS (say 8-15): the temporal grid, which runs on the CPU alone, starts at once on those
+# cores, beside the GPU phases, which keep to MAIN_CPUS (say 0-7); both sets are pinned with
+# taskset, so neither takes the other's cores (memory bandwidth is still shared)
+temporal_cpus="${TEMPORAL_CPUS:-}" pin=() temporal_pid="" temporal_started=$SECONDS
+if [ -n "$temporal_cpus" ] && wants temporal && command -v taskset >/dev/null; then
+    pin=(taskset -c "${MAIN_CPUS:?MAIN_CPUS names the cores of the GPU phases}")
+    mkdir -p "$out/temporal"
+    echo "=== temporal (CPUs $temporal_cpus, in the background) ==="
+    timeout --kill-after=5 $((deadline - 20)) taskset -c "$temporal_cpus" env MEGAGRAPH_BIN="$megagraph" \
+        DATA="$temporal_data" bash scripts/gpu/temporal.sh "$out/temporal" >"$out/temporal.log" 2>&1 &
+    temporal_pid=$!
+fi
+
 if wants env; then
     phase env 20 bash -c 'nvidia-smi; nvcc --version | tail -2; nproc; free -g | head -2'
 fi
@@ -124,21 +142,26 @@ if wants torch; then
 fi
 
 if wants train; then
-    # the paper model on a 1M-node CSBM graph (configs/train/scale-1m.toml's), one sequence per step
-    train=(--config configs/train/scale-1m.toml --preset paper --layers 16 --seq-len "$train_seq_len"
-        --backend cuda --devices 1 --epochs 1 --max-steps "$train_steps")
-    phase train-111 75 "$megagraph" train "${train[@]}" --metrics-out "$out/train-111.json"
-    phase train-121 45 "$megagraph" train "${train[@]}" --cp 2 --metrics-out "$out/train-121.json"
-    phase train-211-even 45 "$megagraph" train "${train[@]}" --pp 2 --stage-layers 8,8 \
+    # the paper model, one sequence of TRAIN_SEQ_LEN nodes per step: the layouts on a 131,072-node
+    # CSBM graph (configs/train/paper-131k.toml: 8 sequences, so each run's evaluation is short),
+    # then (1,1,1) on the 1M-node graph (configs/train/scale-1m.toml's, 62 sequences evaluated)
+    train=(--config configs/train/paper-131k.toml --seq-len "$train_seq_len" --backend cuda --devices 1
+        --epochs 1 --max-steps "$train_steps")
+    phase train-111 75 "${pin[@]}" "$megagraph" train "${train[@]}" --metrics-out "$out/train-111.json"
+    phase train-121 55 "${pin[@]}" "$megagraph" train "${train[@]}" --cp 2 --metrics-out "$out/train-121.json"
+    phase train-211-even 45 "${pin[@]}" "$megagraph" train "${train[@]}" --pp 2 --stage-layers 8,8 \
         --metrics-out "$out/train-211-even.json"
-    phase train-211-uneven 45 "$megagraph" train "${train[@]}" --pp 2 --stage-layers 7,9 \
+    phase train-211-uneven 45 "${pin[@]}" "$megagraph" train "${train[@]}" --pp 2 --stage-layers 7,9 \
         --metrics-out "$out/train-211-uneven.json"
+    phase train-1m-111 75 "${pin[@]}" "$megagraph" train --config configs/train/scale-1m.toml --preset paper \
+        --layers 16 --seq-len "$train_seq_len" --backend cuda --devices 1 --epochs 1 \
+        --max-steps "$train_steps" --metrics-out "$out/train-1m-111.json"
     python3 - "$out" <<'EOF'
 import json, pathlib, statistics, sys
 out = pathlib.Path(sys.argv[1])
 rows = ["| layout | steps | median s/step (after the first) | per-rank peak GB (CubeCL meter) | index MB per rank |",
         "|---|---:|---:|---|---|"]
-for name in ["train-111", "train-121", "train-211-even", "train-211-uneven"]:
+for name in ["train-111", "train-121", "train-211-even", "train-211-uneven", "train-1m-111"]:
     path = out / f"{name}.json"
     if not path.exists():
         rows.append(f"| {name} | - | - | - | - |")
@@ -156,18 +179,22 @@ EOF
 fi
 
 if wants planner; then
-    phase profile 120 "$megagraph" profile --backend cuda --cluster "$cluster" --preset paper \
+    phase profile 100 "${pin[@]}" "$megagraph" profile --backend cuda --cluster "$cluster" --preset paper \
         --rows 1024,4096,16384 --blocks 256,1024,4096,16384 --repeats 3 \
         --json "$out/profile.json" --cache-dir "$cache"
-    phase plan 120 "$megagraph" plan --backend cuda --profile measured --cluster "$cluster" --preset paper \
+    phase plan 100 "${pin[@]}" "$megagraph" plan --backend cuda --profile measured --cluster "$cluster" --preset paper \
         --rows 1024,4096,16384 --blocks 256,1024,4096,16384 --repeats 3 \
         --seq-len "$plan_seq_len" --sequences-per-step 8 --validate --validate-top 3 --validate-steps 3 \
         --validate-seconds 2 --cache-dir "$cache" --json "$out/plan.json"
 fi
 
-if wants temporal; then
+if wants temporal && [ -z "$temporal_pid" ]; then
     phase temporal 150 env MEGAGRAPH_BIN="$megagraph" DATA="$temporal_data" \
         bash scripts/gpu/temporal.sh "$out/temporal"
+fi
+if [ -n "$temporal_pid" ]; then
+    wait "$temporal_pid"
+    summary+=("temporal (on CPUs $temporal_cpus, beside the other phases): exit $? after $((SECONDS - temporal_started)) s")
 fi
 
 echo "=== summary ==="

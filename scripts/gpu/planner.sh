@@ -15,7 +15,8 @@ seq_lens="${SEQ_LENS:-16384 65536}"
 top="${TOP:-4}"
 cluster=configs/clusters/h200-1x.toml
 
-cargo build --release --features cuda --bin megagraph
+# without Burn's autotuner, which took 15-40 s per new matrix-product shape on the H200
+cargo build --release --features cuda-untuned --bin megagraph
 bin="${CARGO_TARGET_DIR:-target}/release/megagraph"
 "$bin" profile --backend cuda --cluster "$cluster" --preset paper --json "$out/profile.json" \
     --cache-dir "$out/cache"

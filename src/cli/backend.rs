@@ -61,7 +61,8 @@ impl BackendChoice {
         let built = match self {
             Self::Flex => true,
             Self::Wgpu => cfg!(feature = "wgpu"),
-            Self::Cuda => cfg!(feature = "cuda"),
+            // `cuda` (with Burn's autotuner) turns on `cuda-untuned` (the backend itself)
+            Self::Cuda => cfg!(feature = "cuda-untuned"),
         };
         if built { Ok(()) } else { Err(self.not_built()) }
     }
@@ -132,7 +133,7 @@ impl BackendChoice {
         Err(self.not_built())
     }
 
-    #[cfg(feature = "cuda")]
+    #[cfg(feature = "cuda-untuned")]
     fn run_cuda<J: BackendJob>(self, gpus: usize, job: J) -> Result<J::Output> {
         use burn::backend::cuda::CudaDevice;
         use megagraph_kernels::backends::CudaKernels;
@@ -142,7 +143,7 @@ impl BackendChoice {
         job.run::<Autodiff<CudaKernels>>(self, devices, meter)
     }
 
-    #[cfg(not(feature = "cuda"))]
+    #[cfg(not(feature = "cuda-untuned"))]
     fn run_cuda<J: BackendJob>(self, _gpus: usize, _job: J) -> Result<J::Output> {
         Err(self.not_built())
     }
@@ -246,7 +247,7 @@ mod tests {
         }
     }
 
-    #[cfg(not(feature = "cuda"))]
+    #[cfg(not(feature = "cuda-untuned"))]
     #[test]
     fn a_backend_not_built_is_a_clear_error() {
         let error = BackendChoice::Cuda.run(Name).unwrap_err().to_string();

@@ -6,12 +6,14 @@
 //! except the dense-bias gradient when a dense bias is given. The kernels, one concept per file:
 //! [`tiles`] (their common arguments and shared-memory helpers), [`forward`], [`split_k`] (the
 //! forward pass over key chunks when there are few query rows), [`backward_queries`] (the row
-//! shift `D` and `dQ`) and [`backward_keys`] (`dK`, `dV` and the table gradient as per-cube
-//! partial sums, no float atomics, which WGSL lacks, reduced with tensor ops). This module
-//! builds their arguments and launches them.
+//! shift `D` and `dQ`), [`backward_keys`] (`dK`, `dV` and the table gradient as per-cube
+//! partial sums, no float atomics, which WGSL lacks, reduced with tensor ops) and [`densify`]
+//! (a sparse index's key block expanded on the device). This module builds their arguments and
+//! launches them.
 
 mod backward_keys;
 mod backward_queries;
+mod densify;
 mod forward;
 pub(crate) mod split_k;
 mod tiles;
@@ -23,10 +25,9 @@ use burn_cubecl::ops::numeric::{empty_device_dtype, zeros_client};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
-use crate::DistanceBias;
 use crate::backend::GraphAttentionBackend;
 use crate::primitives::{GraphAttentionGrads, GraphAttentionInputs};
-use crate::index::{BucketIndexPrimitive, HostCsr};
+use crate::index::BucketIndexPrimitive;
 use tiles::Tiling;
 
 impl<R, F, I, BT> GraphAttentionBackend for CubeBackend<R, F, I, BT>
@@ -119,22 +120,12 @@ where
                     BucketIndexPrimitive::Dense(index) => {
                         (index, d.table, d.column_offset, buckets)
                     }
-                    // The kernels read a dense index: expand the key block's columns (a
-                    // transient `[batch, q_len, k_len]` of bytes).
+                    // The kernels read a dense index: expand the key block's columns on the
+                    // device (a transient `[batch, q_len, k_len]` of buckets).
                     BucketIndexPrimitive::Sparse(sparse) => {
-                        let [batch, _, _, _] = q.meta.shape().dims::<4>();
+                        let [batch, _, q_len, _] = q.meta.shape().dims::<4>();
                         let k_len = inputs.k.meta.shape()[2];
-                        let csr = HostCsr::read::<CubeBackend<R, F, I, BT>>(&sparse);
-                        let columns = d.column_offset..d.column_offset + k_len;
-                        let q_len = q.meta.shape()[2];
-                        let dense = csr.densify(batch, columns);
-                        let index = DistanceBias::<CubeBackend<R, F, I, BT>>::index_from_u8(
-                            dense,
-                            [batch, q_len, k_len],
-                            &q.device,
-                        )
-                        .unwrap_or_else(|err| unreachable!("sized above: {err}"))
-                        .into_primitive();
+                        let index = densify::densify(&sparse, [batch, q_len, k_len], d.column_offset);
                         (index, d.table, 0, buckets)
                     }
                 }
