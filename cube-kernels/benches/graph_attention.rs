@@ -13,6 +13,8 @@
 //! `cargo bench -p megagraph-kernels --bench graph_attention`; `MEGAGRAPH_BENCH_SIZES=512,1024`
 //! overrides the sizes (default 1024,2048,4096). Prints a table after criterion's report.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -91,6 +93,8 @@ type B = Autodiff<Flex>;
 const HEADS: usize = 8;
 const HEAD_DIM: usize = 8;
 const BUCKETS: usize = 32;
+/// N of the problems unless `MEGAGRAPH_BENCH_SIZES` says otherwise.
+const DEFAULT_SIZES: [usize; 3] = [1024, 2048, 4096];
 
 /// Inputs of one size, as inner (non-autodiff) tensors.
 struct Inputs {
@@ -209,13 +213,6 @@ fn median(values: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v[v.len() / 2])
 }
 
-fn sizes() -> Vec<usize> {
-    std::env::var("MEGAGRAPH_BENCH_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1024, 2048, 4096])
-}
-
 fn main() {
     let mut criterion = Criterion::default()
         .sample_size(10)
@@ -227,7 +224,7 @@ fn main() {
     {
         let mut group = criterion.benchmark_group("graph_attention_fwd_bwd");
         group.sampling_mode(SamplingMode::Flat);
-        for n in sizes() {
+        for n in common::sizes(&DEFAULT_SIZES) {
             let inputs = Inputs::new(n);
             for (name, step) in variants {
                 peaks.insert((name, n), peak_bytes_during(|| step(&inputs)));
@@ -261,7 +258,7 @@ fn main() {
     println!(
         "|------:|-------------:|-------------:|-----------:|---------------:|---------------:|------------:|"
     );
-    for n in sizes() {
+    for n in common::sizes(&DEFAULT_SIZES) {
         let t = |v: &'static str| times.get(&(v, n)).and_then(|x| median(x));
         let p = |v: &'static str| peaks.get(&(v, n)).copied();
         if let (Some(tb), Some(td), Some(pb), Some(pd)) =

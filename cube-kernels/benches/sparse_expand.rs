@@ -7,6 +7,8 @@
 //! `cargo bench -p megagraph-kernels --bench sparse_expand`; `MEGAGRAPH_BENCH_SIZES=4096`
 //! overrides the sizes (default 4096,16384).
 
+mod common;
+
 use std::time::Duration;
 
 use burn::backend::Flex;
@@ -44,13 +46,6 @@ fn index(n: usize, rng: &mut ChaCha8Rng) -> SparseBucketIndex<Flex> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn sizes() -> Vec<usize> {
-    std::env::var("MEGAGRAPH_BENCH_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![4096, 16384])
-}
-
 fn main() {
     let mut criterion = Criterion::default()
         .sample_size(10)
@@ -58,7 +53,7 @@ fn main() {
         .configure_from_args();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut group = criterion.benchmark_group("sparse_expand");
-    for n in sizes() {
+    for n in common::sizes(&[4096, 16384]) {
         let sparse = index(n, &mut rng);
         group.bench_with_input(BenchmarkId::new("to_dense", n), &sparse, |b, sparse| {
             b.iter(|| {

@@ -145,8 +145,8 @@ if wants train; then
     # the paper model, one sequence of TRAIN_SEQ_LEN nodes per step: the layouts on a 131,072-node
     # CSBM graph (configs/train/paper-131k.toml: 8 sequences, so each run's evaluation is short),
     # then (1,1,1) on the 1M-node graph (configs/train/scale-1m.toml's, 62 sequences evaluated)
-    train=(--config configs/train/paper-131k.toml --seq-len "$train_seq_len" --backend cuda --devices 1
-        --epochs 1 --max-steps "$train_steps")
+    steps=(--seq-len "$train_seq_len" --backend cuda --devices 1 --epochs 1 --max-steps "$train_steps")
+    train=(--config configs/train/paper-131k.toml "${steps[@]}")
     phase train-111 75 "${pin[@]}" "$megagraph" train "${train[@]}" --metrics-out "$out/train-111.json"
     phase train-121 55 "${pin[@]}" "$megagraph" train "${train[@]}" --cp 2 --metrics-out "$out/train-121.json"
     phase train-211-even 45 "${pin[@]}" "$megagraph" train "${train[@]}" --pp 2 --stage-layers 8,8 \
@@ -154,8 +154,7 @@ if wants train; then
     phase train-211-uneven 45 "${pin[@]}" "$megagraph" train "${train[@]}" --pp 2 --stage-layers 7,9 \
         --metrics-out "$out/train-211-uneven.json"
     phase train-1m-111 75 "${pin[@]}" "$megagraph" train --config configs/train/scale-1m.toml --preset paper \
-        --layers 16 --seq-len "$train_seq_len" --backend cuda --devices 1 --epochs 1 \
-        --max-steps "$train_steps" --metrics-out "$out/train-1m-111.json"
+        --layers 16 "${steps[@]}" --metrics-out "$out/train-1m-111.json"
     python3 - "$out" <<'EOF'
 import json, pathlib, statistics, sys
 out = pathlib.Path(sys.argv[1])

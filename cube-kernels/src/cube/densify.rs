@@ -10,7 +10,6 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use crate::DistanceBias;
 use crate::index::SparseBucketIndexPrimitive;
 
 /// Units per cube of [`densify_kernel`].
@@ -49,7 +48,8 @@ fn densify_kernel<X: Numeric, Y: Numeric>(
 }
 
 /// The dense buckets `[batch, q_len, k_len]` of key columns `column_start..column_start + k_len`
-/// of `sparse`, in the dtype of its buckets ([`DistanceBias::index_dtype`]).
+/// of `sparse`, in the dtype of its buckets (the index dtype,
+/// [`crate::DistanceBias::index_dtype`]).
 pub(crate) fn densify<R, F, I, BT>(
     sparse: &SparseBucketIndexPrimitive<CubeBackend<R, F, I, BT>>,
     [batch, q_len, k_len]: [usize; 3],
@@ -62,12 +62,10 @@ where
     BT: BoolElement,
 {
     let buckets = &sparse.buckets;
-    let device = buckets.device.clone();
-    let dtype = DistanceBias::<CubeBackend<R, F, I, BT>>::index_dtype(&device);
     let dense = burn::tensor::Tensor::<CubeBackend<R, F, I, BT>, 3, Int>::full(
         [batch, q_len, k_len],
         sparse.far_bucket as i64,
-        (&device, dtype),
+        (&buckets.device, buckets.dtype),
     )
     .into_primitive();
     let rows = batch * q_len;
