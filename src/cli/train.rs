@@ -121,6 +121,10 @@ pub struct TrainArgs {
     /// Teleport probability α of --propagation-steps, in (0, 1] (0.1).
     #[arg(long, value_name = "A")]
     pub propagation_alpha: Option<f64>,
+    /// APPNP's dropout on the adjacency matrix: each training round of --propagation-steps drops
+    /// every entry of Â with probability P, in [0, 1) (0).
+    #[arg(long, value_name = "P")]
+    pub propagation_edge_dropout: Option<f64>,
     /// GRAND's random propagation: the encoded rows (after DropNode, --node-dropout) averaged
     /// over 0..=K hops before the layers; meant for whole-graph sequences; 0 turns it off
     /// (overrides model.input_propagation_steps).
@@ -387,6 +391,7 @@ impl TrainArgs {
         c.model.label_input |= self.label_input;
         set_some(&mut c.model.propagation_steps, &self.propagation_steps);
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
+        set(&mut c.model.propagation_edge_dropout, &self.propagation_edge_dropout);
         set(&mut c.model.input_propagation_steps, &self.input_propagation_steps);
         set_some(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);

@@ -229,6 +229,11 @@ pub struct ModelConfig {
     pub propagation_steps: Option<usize>,
     /// Teleport probability `α` of `propagation_steps`, in (0, 1]. Default: 0.1.
     pub propagation_alpha: f64,
+    /// APPNP's dropout on the adjacency matrix: while training, each round of
+    /// `propagation_steps` drops every entry of `Â` (self loops included) with this
+    /// probability and scales the others by `1 / (1 − p)`; evaluation propagates with `Â`
+    /// whole. In [0, 1). Default: 0.0 (off).
+    pub propagation_edge_dropout: f64,
     /// GRAND's random propagation ([`InputPropagation`](crate::InputPropagation)): the encoded
     /// node rows, after DropNode (`node_dropout`), replaced by their mean over `0..=K` hops of
     /// `Â` before the layers run. A step propagates over its batch's nodes, evaluation over each
@@ -267,6 +272,7 @@ impl Default for ModelConfig {
             edge_encoding: false,
             propagation_steps: None,
             propagation_alpha: 0.1,
+            propagation_edge_dropout: 0.0,
             input_propagation_steps: 0,
             label_input: false,
         }
@@ -648,6 +654,9 @@ impl TrainConfig {
         if !(self.model.propagation_alpha > 0.0 && self.model.propagation_alpha <= 1.0) {
             return invalid("model.propagation_alpha", "must be in (0, 1]");
         }
+        if !(0.0..1.0).contains(&self.model.propagation_edge_dropout) {
+            return invalid("model.propagation_edge_dropout", "must be in [0, 1)");
+        }
         if self.training.consistency_weight.is_some_and(|weight| !(weight >= 0.0 && weight.is_finite())) {
             return invalid("training.consistency_weight", "must be a non-negative number (0 = off)");
         }
@@ -921,6 +930,8 @@ mod tests {
         for (refused, field) in [
             ("[model]\npropagation_alpha = 0.0\n", "model.propagation_alpha"),
             ("[model]\npropagation_alpha = 1.5\n", "model.propagation_alpha"),
+            ("[model]\npropagation_edge_dropout = 1.0\n", "model.propagation_edge_dropout"),
+            ("[model]\npropagation_edge_dropout = -0.1\n", "model.propagation_edge_dropout"),
             ("[model]\npropagation_steps = 2\n[mesh]\ndp = 2\n", "model.propagation_steps"),
             ("[model]\ninput_propagation_steps = 2\n[mesh]\npp = 2\n", "model.input_propagation_steps"),
             ("[training]\nconsistency_weight = -1.0\n", "training.consistency_weight"),

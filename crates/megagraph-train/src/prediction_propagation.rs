@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData, backend::Backend};
 use megagraph_graph::Graph;
+use megagraph_models::{FastDropout, FastDropoutConfig};
 
 use crate::config::{RunContext, TrainConfig};
 use crate::features::gcn_norm;
@@ -24,12 +25,18 @@ use crate::features::gcn_norm;
 /// both in the batch, with the whole graph's weights (Cluster-GCN's induced subgraph). A batch
 /// that holds every sequence is therefore exact APPNP. Evaluation propagates over the whole
 /// graph.
+///
+/// With `edge_dropout` above 0 (APPNP's dropout on the adjacency matrix), every round of a
+/// training step drops each entry of `Â` (self loops included) with that probability and scales
+/// the others by `1 / (1 − p)`, a fresh mask per round; evaluation propagates with `Â` whole.
 #[derive(Clone, Debug)]
 pub struct PredictionPropagation {
     /// Rounds `K` of propagation, at least 1.
     pub steps: usize,
     /// Teleport probability `α`, in (0, 1].
     pub alpha: f64,
+    /// Dropout on the entries of `Â` in each round while training (off at 0).
+    pub edge_dropout: FastDropout,
     /// `1 / sqrt(deg(v) + 1)` of every node of the graph.
     norm: Vec<f32>,
 }
@@ -51,15 +58,31 @@ impl PredictionPropagation {
     /// `None` when it is off.
     pub fn from_config(config: &TrainConfig, run: RunContext, graph: &Graph) -> Option<Self> {
         let steps = config.propagation_steps(run);
-        (steps > 0).then(|| Self::new(steps, config.model.propagation_alpha, graph))
+        (steps > 0).then(|| {
+            Self::new(steps, config.model.propagation_alpha, graph)
+                .with_edge_dropout(config.model.propagation_edge_dropout)
+        })
     }
 
-    /// `steps` rounds with teleport `alpha` over `graph`.
+    /// `steps` rounds with teleport `alpha` over `graph`, without edge dropout.
     pub fn new(steps: usize, alpha: f64, graph: &Graph) -> Self {
         Self {
             steps,
             alpha,
+            edge_dropout: FastDropoutConfig::new(0.0).init(),
             norm: gcn_norm(graph, graph.num_nodes()),
+        }
+    }
+
+    /// This propagation with dropout `prob` on the entries of `Â` in each training round.
+    ///
+    /// # Panics
+    ///
+    /// If `prob` is not in `[0, 1]` (the trainer validates its configuration first).
+    pub fn with_edge_dropout(self, prob: f64) -> Self {
+        Self {
+            edge_dropout: FastDropoutConfig::new(prob).init(),
+            ..self
         }
     }
 
@@ -77,7 +100,7 @@ impl PredictionPropagation {
         let teleport = logits.clone() * self.alpha;
         let mut z = logits;
         for _ in 0..self.steps {
-            z = edges.spread(z) * (1.0 - self.alpha) + teleport.clone();
+            z = edges.spread_dropped(z, &self.edge_dropout) * (1.0 - self.alpha) + teleport.clone();
         }
         z
     }
@@ -143,7 +166,18 @@ pub(crate) struct EdgeTensors<B: Backend> {
 impl<B: Backend> EdgeTensors<B> {
     /// One round `Â Z` of `z` (`[positions, channels]`) over these edges.
     pub(crate) fn spread(&self, z: Tensor<B, 2>) -> Tensor<B, 2> {
-        let messages = z.clone().select(0, self.source.clone()) * self.weight.clone();
+        self.spread_weighted(z, self.weight.clone())
+    }
+
+    /// [`spread`](Self::spread) with `dropout` applied to the edge weights (a fresh mask per
+    /// call while training; the plain round otherwise).
+    pub(crate) fn spread_dropped(&self, z: Tensor<B, 2>, dropout: &FastDropout) -> Tensor<B, 2> {
+        self.spread_weighted(z, dropout.forward(self.weight.clone()))
+    }
+
+    /// One round over these edges with `weight` (`[edges, 1]`) in place of `Â`'s entries.
+    fn spread_weighted(&self, z: Tensor<B, 2>, weight: Tensor<B, 2>) -> Tensor<B, 2> {
+        let messages = z.clone().select(0, self.source.clone()) * weight;
         z.zeros_like()
             .select_assign(0, self.target.clone(), messages, IndexingUpdateOp::Add)
     }
@@ -227,6 +261,48 @@ mod tests {
                     assert!((got - want).abs() < 1e-4, "seed {seed}: node {v} class {k}: {got} vs {want}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn edge_dropout_is_unbiased_while_training_and_off_in_evaluation() {
+        let seed = rand::random::<u64>();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (n, c) = (rng.random_range(8..20), 2);
+        let graph = random_graph(&mut rng, n);
+        let (steps, alpha, prob) = (rng.random_range(1..5), rng.random_range(0.05..0.5), rng.random_range(0.2..0.7));
+        let h: Vec<f64> = (0..n * c).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let nodes: Vec<Option<u32>> = (0..n as u32).map(Some).collect();
+        let expected = reference(&graph, &vec![true; n], &h, c, steps, alpha);
+        let propagation = PredictionPropagation::new(steps, alpha, &graph).with_edge_dropout(prob);
+        let edges = propagation.edges(&graph, &nodes);
+        let rows = TensorData::new(h.iter().map(|&x| x as f32).collect::<Vec<_>>(), [n, c]);
+        // evaluation (no autodiff): Â whole
+        let evaluated = propagation.apply(Tensor::<Flex, 2>::from_data(rows.clone(), &Default::default()), &edges);
+        for (i, got) in evaluated.into_data().iter::<f32>().enumerate() {
+            assert!((got as f64 - expected[i]).abs() < 1e-4, "seed {seed}: entry {i}: {got} vs {}", expected[i]);
+        }
+        // training: every draw differs from Â's propagation, their mean converges to it
+        let draws = 2000;
+        let mut sum = vec![0.0f64; n * c];
+        let mut squares = vec![0.0f64; n * c];
+        for draw in 0..draws {
+            let out = propagation.apply(Tensor::<B, 2>::from_data(rows.clone(), &Default::default()), &edges);
+            let out: Vec<f64> = out.into_data().iter::<f32>().map(f64::from).collect();
+            if draw == 0 {
+                let moved = out.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                assert!(moved > 1e-3, "seed {seed}: a training draw equals the exact propagation");
+            }
+            for (i, value) in out.into_iter().enumerate() {
+                sum[i] += value;
+                squares[i] += value * value;
+            }
+        }
+        for i in 0..n * c {
+            let mean = sum[i] / draws as f64;
+            let std = (squares[i] / draws as f64 - mean * mean).max(0.0).sqrt();
+            let bound = 5.0 * std / (draws as f64).sqrt() + 1e-3;
+            assert!((mean - expected[i]).abs() < bound, "seed {seed}: entry {i}: mean {mean} vs {} (bound {bound})", expected[i]);
         }
     }
 
