@@ -6,9 +6,13 @@
 //! - a node that panics or exits stops the other within seconds, with an error naming the
 //!   node and rank.
 //!
-//! Every child is killed when a test ends or fails, and every wait has a deadline.
+//! Every child is killed when a test ends or fails, and every wait has a deadline. The tests of
+//! this process take turns ([`turn`]): two of them seeding Burn's one random state and
+//! initializing a model at once would give each other different parameters.
 
 mod common;
+#[path = "../../../tests/support/turn.rs"]
+mod turn;
 
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};
@@ -22,6 +26,7 @@ use megagraph_parallel::{
     run_orchestrator,
 };
 use serde::{Deserialize, Serialize};
+use turn::turn;
 
 const LAYERS: usize = 4;
 const SEQ_LEN: usize = 16;
@@ -429,12 +434,14 @@ fn check_two_nodes(mesh: ParallelConfig) {
 
 #[test]
 fn two_data_parallel_nodes_train_like_one_process() {
+    let _turn = turn();
     // 2 replicas per node: 4 over the run
     check_two_nodes(ParallelConfig::uniform(1, 1, 2, 1, LAYERS).unwrap_or_else(|e| panic!("{e}")));
 }
 
 #[test]
 fn two_pipeline_and_context_parallel_nodes_train_like_one_process() {
+    let _turn = turn();
     // every node runs 2 stages x 2 context ranks, 2 micro-batches; 2 replicas over the run
     check_two_nodes(ParallelConfig::uniform(2, 2, 1, 2, LAYERS).unwrap_or_else(|e| panic!("{e}")));
 }
@@ -472,16 +479,19 @@ fn check_lost_node(fault: Fault) {
 
 #[test]
 fn a_panicking_node_stops_the_other() {
+    let _turn = turn();
     check_lost_node(Fault::Panic(1));
 }
 
 #[test]
 fn an_exiting_node_stops_the_other() {
+    let _turn = turn();
     check_lost_node(Fault::Exit(1));
 }
 
 #[test]
 fn a_stalled_node_is_noticed_after_the_timeout() {
+    let _turn = turn();
     // node 1 stays alive but stops at step 1: node 0's all-reduce would wait forever
     let mesh = ParallelConfig::uniform(1, 1, 2, 1, LAYERS).unwrap_or_else(|e| panic!("{e}"));
     let timeout = Duration::from_secs(3);
@@ -502,6 +512,7 @@ fn a_stalled_node_is_noticed_after_the_timeout() {
 
 #[test]
 fn a_missing_node_is_noticed_at_registration() {
+    let _turn = turn();
     let mesh = ParallelConfig::uniform(1, 1, 1, 1, LAYERS).unwrap_or_else(|e| panic!("{e}"));
     let timeout = Duration::from_secs(3);
     let (outcomes, _) = run_two_nodes(&mesh, [None, Some(Fault::Absent)], timeout);
@@ -517,6 +528,7 @@ fn a_missing_node_is_noticed_at_registration() {
 
 #[test]
 fn refuses_a_bad_node_setup_before_starting() {
+    let _turn = turn();
     let mesh = ParallelConfig::uniform(1, 1, 2, 1, LAYERS).unwrap_or_else(|e| panic!("{e}"));
     let start = |nodes: NodeConfig, per_step: usize| {
         ParallelTrainer::<B>::new(
