@@ -628,6 +628,9 @@ impl TrainConfig {
         if self.model.key_dropout.is_some_and(|p| !probability(p)) {
             return invalid("model.key_dropout", "must be in [0, 1)");
         }
+        if !probability(self.model.propagation_edge_dropout) {
+            return invalid("model.propagation_edge_dropout", "must be in [0, 1)");
+        }
         if self.model.layer_scale.is_some_and(|scale| !(scale.is_finite() && scale >= 0.0)) {
             return invalid("model.layer_scale", "must be a number at least 0 (0: off)");
         }
@@ -653,9 +656,6 @@ impl TrainConfig {
         }
         if !(self.model.propagation_alpha > 0.0 && self.model.propagation_alpha <= 1.0) {
             return invalid("model.propagation_alpha", "must be in (0, 1]");
-        }
-        if !(0.0..1.0).contains(&self.model.propagation_edge_dropout) {
-            return invalid("model.propagation_edge_dropout", "must be in [0, 1)");
         }
         if self.training.consistency_weight.is_some_and(|weight| !(weight >= 0.0 && weight.is_finite())) {
             return invalid("training.consistency_weight", "must be a non-negative number (0 = off)");
