@@ -182,8 +182,8 @@ pub struct TrainArgs {
     /// Write a checkpoint after every epoch into this directory.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
-    /// Write SVG training curves into this directory: loss.svg (training loss per epoch) and
-    /// accuracy.svg (train, valid and test accuracy per epoch).
+    /// Write SVG training curves into this directory: loss.svg (training and validation loss
+    /// per epoch) and accuracy.svg (train, valid and test accuracy per epoch).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Continue from the last checkpoint in --checkpoint-dir (or the config's

@@ -41,11 +41,12 @@ impl TrainObserver for EpochProgress {
 
     fn epoch_finished(&mut self, m: &EpochMetrics, improved: bool) {
         let line = format!(
-            "epoch {:>4}  loss {:.4}  train {:.4}  valid {:.4}  test {:.4}  lr {:.2e}  {:.2}s{}",
+            "epoch {:>4}  loss {:.4}  train {:.4}  valid {:.4} (loss {:.4})  test {:.4}  lr {:.2e}  {:.2}s{}",
             m.epoch,
             m.loss,
             m.train_accuracy,
             m.valid_accuracy,
+            m.valid_loss,
             m.test_accuracy,
             m.learning_rate,
             m.seconds,

@@ -7,7 +7,7 @@ use crate::metrics::TrainReport;
 use crate::plot::{Chart, Series, SeriesStyle};
 
 /// Writes the curves of `report`'s per-epoch history into `dir` (created when missing):
-/// `loss.svg` (mean training loss per epoch) and `accuracy.svg` (train, valid and test accuracy
+/// `loss.svg` (mean training loss and validation loss per epoch) and `accuracy.svg` (train, valid and test accuracy
 /// per epoch). Returns the paths written.
 ///
 /// # Errors
@@ -22,11 +22,9 @@ pub fn write_training_curves(report: &TrainReport, dir: &Path) -> Result<Vec<Pat
         report.history.iter().map(|m| (m.epoch as f64, value(m))).collect()
     };
     let title = |what: &str| format!("{what}: {}", report.dataset);
-    let loss = Chart::new(title("training loss"), "epoch", "cross-entropy").with_series(Series::new(
-        "train loss",
-        per_epoch(|m| m.loss),
-        SeriesStyle::Line,
-    ));
+    let loss = Chart::new(title("loss"), "epoch", "cross-entropy")
+        .with_series(Series::new("train loss", per_epoch(|m| m.loss), SeriesStyle::Line))
+        .with_series(Series::new("valid loss", per_epoch(|m| m.valid_loss), SeriesStyle::Line));
     let accuracy = Chart::new(title("accuracy"), "epoch", "accuracy")
         .with_series(Series::new("train", per_epoch(|m| m.train_accuracy), SeriesStyle::Line))
         .with_series(Series::new("valid", per_epoch(|m| m.valid_accuracy), SeriesStyle::Line))
@@ -53,6 +51,7 @@ mod tests {
                 loss: 2.0 / epoch as f64,
                 train_accuracy: 0.5 + 0.1 * epoch as f64,
                 valid_accuracy: 0.4 + 0.1 * epoch as f64,
+                valid_loss: 1.5 / epoch as f64,
                 test_accuracy: 0.45 + 0.1 * epoch as f64,
                 seconds: 1.0,
                 learning_rate: 1e-3,
@@ -69,7 +68,7 @@ mod tests {
         assert_eq!(written, vec![out.join("loss.svg"), out.join("accuracy.svg")]);
         let loss = std::fs::read_to_string(&written[0]).unwrap();
         let accuracy = std::fs::read_to_string(&written[1]).unwrap();
-        assert!(loss.starts_with("<svg") && loss.contains("train loss"));
+        assert!(loss.starts_with("<svg") && loss.contains("train loss") && loss.contains("valid loss"));
         for name in ["train", "valid", "test"] {
             assert!(accuracy.contains(name), "{name} missing");
         }

@@ -15,6 +15,10 @@ pub struct EpochMetrics {
     pub train_accuracy: f64,
     /// Accuracy on the validation nodes.
     pub valid_accuracy: f64,
+    /// Mean cross-entropy on the validation nodes (evaluation mode; metrics written before it
+    /// was recorded read as 0).
+    #[serde(default)]
+    pub valid_loss: f64,
     /// Accuracy on the test nodes.
     pub test_accuracy: f64,
     /// Wall-clock seconds of the epoch (training and evaluation).

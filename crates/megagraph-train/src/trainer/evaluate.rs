@@ -1,7 +1,7 @@
 //! The evaluation step of the training loop: accuracy on the train, valid and test nodes (of the
-//! model's predictions, or of their Correct & Smooth post-processing).
+//! model's predictions, or of their Correct & Smooth post-processing), and the validation loss.
 
-use burn::tensor::activation::softmax;
+use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Tensor, TensorData};
 use megagraph_models::{GraphAttentionBackend, GraphTransformer};
 
@@ -14,7 +14,7 @@ use crate::label_input::LabelInput;
 use crate::prefetch::RowLayout;
 use crate::step_attention::step_logits_mixed;
 
-/// Accuracy on each split.
+/// Accuracy on each split, and the loss on the validation nodes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SplitAccuracy {
     /// On training nodes.
@@ -23,6 +23,9 @@ pub struct SplitAccuracy {
     pub valid: f64,
     /// On test nodes.
     pub test: f64,
+    /// Mean cross-entropy of the model's predictions (before any Correct & Smooth) on the
+    /// validation nodes; 0 where there are none.
+    pub valid_loss: f64,
 }
 
 impl NodeClassificationTrainer<'_> {
@@ -49,7 +52,8 @@ impl NodeClassificationTrainer<'_> {
 
     /// [`evaluate`](Self::evaluate) with the attention core `attention`. With
     /// `[training] correct_smooth` the accuracies are those of the model's softmax predictions
-    /// after [`CorrectAndSmooth`] (which reads the training labels only).
+    /// after [`CorrectAndSmooth`] (which reads the training labels only); the validation loss is
+    /// always that of the model's own predictions.
     pub(super) fn evaluate_with<B: GraphAttentionBackend>(
         &self,
         model: &GraphTransformer<B>,
@@ -65,7 +69,7 @@ impl NodeClassificationTrainer<'_> {
         let mut logits_of_nodes = whole_graph.then(|| vec![0.0f32; n * classes]);
         // the nodes whose logits the batches gave (in place: node `v` at position `v`)
         let mut placed: Vec<Option<u32>> = vec![None; n];
-        let mut predicted: Vec<Option<i64>> = vec![None; n];
+        let mut predictions = Predictions::new(n, &dataset.labels);
         let slices: Vec<&[usize]> = batches.iter().map(Vec::as_slice).collect();
         for (i, indices) in slices.iter().enumerate() {
             self.prefetch(&slices, i, RowLayout::SINGLE, |_| attention.reads_distances());
@@ -82,7 +86,7 @@ impl NodeClassificationTrainer<'_> {
             let input = input.as_ref().map(|(propagation, edges)| (*propagation, edges));
             let logits = step_logits_mixed(model, batch.graph, core.as_ref(), input)?;
             let Some(logits_of_nodes) = logits_of_nodes.as_mut() else {
-                record_predictions(&mut predicted, &batch.nodes, logits);
+                predictions.record(&batch.nodes, logits);
                 continue;
             };
             let rows = logits.into_data().iter::<f32>().collect::<Vec<_>>();
@@ -102,17 +106,19 @@ impl NodeClassificationTrainer<'_> {
             };
             match correct_smooth {
                 Some(correct_smooth) => {
+                    predictions.record(&placed, logits.clone().unsqueeze::<3>());
                     let probabilities = softmax(logits, 1).into_data().iter::<f32>().collect::<Vec<_>>();
-                    for (slot, class) in predicted.iter_mut().zip(correct_smooth.predict(dataset, &probabilities)) {
+                    for (slot, class) in predictions.class.iter_mut().zip(correct_smooth.predict(dataset, &probabilities)) {
                         *slot = Some(class as i64);
                     }
                 }
-                None => record_predictions(&mut predicted, &placed, logits.unsqueeze::<3>()),
+                None => predictions.record(&placed, logits.unsqueeze::<3>()),
             }
         }
         let mut correct = [0usize; 3];
         let mut total = [0usize; 3];
-        for (node, (&label, predicted)) in dataset.labels.iter().zip(&predicted).enumerate() {
+        let mut valid_loss = 0.0;
+        for (node, (&label, predicted)) in dataset.labels.iter().zip(&predictions.class).enumerate() {
             let Some(predicted) = *predicted else { continue };
             let slot = match self.data.role(node as u32) {
                 SplitRole::Train => 0,
@@ -123,6 +129,9 @@ impl NodeClassificationTrainer<'_> {
             if label >= 0 {
                 total[slot] += 1;
                 correct[slot] += usize::from(predicted == label);
+                if slot == 1 {
+                    valid_loss += predictions.loss[node];
+                }
             }
         }
         let ratio = |i: usize| {
@@ -136,17 +145,93 @@ impl NodeClassificationTrainer<'_> {
             train: ratio(0),
             valid: ratio(1),
             test: ratio(2),
+            valid_loss: if total[1] == 0 { 0.0 } else { valid_loss / total[1] as f64 },
         })
     }
 }
 
-/// Writes the argmax class of each row of `logits` (`[batch, seq, classes]`) to the node at its
-/// position in `nodes` (row-major `[batch, seq]`, `None` = padding).
-fn record_predictions<B: burn::tensor::backend::Backend>(predicted: &mut [Option<i64>], nodes: &[Option<u32>], logits: Tensor<B, 3>) {
-    let classes = logits.argmax(2).into_data();
-    for (node, class) in nodes.iter().zip(classes.iter::<i64>()) {
-        if let Some(node) = *node {
-            predicted[node as usize] = Some(class);
+/// The model's prediction of each node: its argmax class, and the cross-entropy of its label.
+struct Predictions<'a> {
+    /// Labels of every node (negative where unlabelled).
+    labels: &'a [i64],
+    /// Predicted class of each node, `None` until a batch gave its logits.
+    class: Vec<Option<i64>>,
+    /// `-log p(label)` of each labelled node whose logits were given (0 otherwise).
+    loss: Vec<f64>,
+}
+
+impl<'a> Predictions<'a> {
+    /// No prediction yet for any of the nodes of `labels`.
+    fn new(nodes: usize, labels: &'a [i64]) -> Self {
+        Self {
+            labels,
+            class: vec![None; nodes],
+            loss: vec![0.0; nodes],
+        }
+    }
+
+    /// Records each row of `logits` (`[batch, seq, classes]`) for the node at its position in
+    /// `nodes` (row-major `[batch, seq]`, `None` = padding).
+    fn record<B: burn::tensor::backend::Backend>(&mut self, nodes: &[Option<u32>], logits: Tensor<B, 3>) {
+        let classes = logits.dims()[2].max(1);
+        let argmax = logits.clone().argmax(2).into_data();
+        let log_probabilities = log_softmax(logits, 2).into_data().iter::<f32>().collect::<Vec<_>>();
+        let rows = nodes.iter().zip(argmax.iter::<i64>()).zip(log_probabilities.chunks(classes));
+        for ((node, class), row) in rows {
+            let Some(node) = *node else { continue };
+            let node = node as usize;
+            self.class[node] = Some(class);
+            let label = self.labels[node];
+            if let Some(&log_p) = usize::try_from(label).ok().and_then(|label| row.get(label)) {
+                self.loss[node] = -f64::from(log_p);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::Flex;
+    use burn::tensor::{Tensor, TensorData};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::Predictions;
+
+    #[test]
+    fn predictions_hold_each_nodes_argmax_and_float64_cross_entropy() {
+        let seed = rand::random::<u64>();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (batch, seq, classes, nodes) = (2, 5, 4, 12);
+        // labels, one node unlabelled
+        let labels: Vec<i64> = (0..nodes).map(|v| if v == 3 { -1 } else { rng.random_range(0..classes as i64) }).collect();
+        // positions hold distinct nodes in a random order, two of them padding
+        let mut order: Vec<u32> = (0..nodes as u32).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        let mut positions: Vec<Option<u32>> = order[..batch * seq - 2].iter().copied().map(Some).collect();
+        positions.insert(rng.random_range(0..positions.len()), None);
+        positions.push(None);
+        let logits: Vec<f64> = (0..batch * seq * classes).map(|_| rng.random_range(-4.0..4.0)).collect();
+        let data = TensorData::new(logits.iter().map(|&x| x as f32).collect::<Vec<_>>(), [batch, seq, classes]);
+        let mut predictions = Predictions::new(nodes, &labels);
+        predictions.record(&positions, Tensor::<Flex, 3>::from_data(data, &Default::default()));
+
+        let mut seen = vec![false; nodes];
+        for (position, node) in positions.iter().enumerate() {
+            let Some(node) = node.map(|v| v as usize) else { continue };
+            seen[node] = true;
+            let row = &logits[position * classes..(position + 1) * classes];
+            let argmax = (0..classes).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0);
+            assert_eq!(predictions.class[node], Some(argmax as i64), "seed {seed}, node {node}");
+            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let log_sum = max + row.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
+            let expected = if labels[node] < 0 { 0.0 } else { log_sum - row[labels[node] as usize] };
+            assert!((predictions.loss[node] - expected).abs() < 1e-5, "seed {seed}, node {node}: {} vs {expected}", predictions.loss[node]);
+        }
+        for node in (0..nodes).filter(|&v| !seen[v]) {
+            assert_eq!((predictions.class[node], predictions.loss[node]), (None, 0.0), "seed {seed}, node {node}");
         }
     }
 }

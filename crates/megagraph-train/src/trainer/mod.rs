@@ -311,6 +311,7 @@ impl<'a> NodeClassificationTrainer<'a> {
                 loss: trained.loss,
                 train_accuracy: accuracy.train,
                 valid_accuracy: accuracy.valid,
+                valid_loss: accuracy.valid_loss,
                 test_accuracy: accuracy.test,
                 seconds: started.elapsed().as_secs_f64(),
                 learning_rate: trained.learning_rate,

@@ -50,6 +50,11 @@ fn learns_the_synthetic_graph_better_than_chance() {
     let first = report.history[0].loss;
     let last = report.history.last().unwrap().loss;
     assert!(last < first, "loss did not decrease: {first} -> {last}");
+    // the validation cross-entropy starts near chance's ln 3 and falls below it
+    let valid_losses: Vec<f64> = report.history.iter().map(|m| m.valid_loss).collect();
+    assert!(valid_losses.iter().all(|l| l.is_finite() && *l > 0.0), "validation losses {valid_losses:?}");
+    let best = &report.history[report.best_epoch - 1];
+    assert!(best.valid_loss < 3f64.ln() && best.valid_loss < valid_losses[0], "validation losses {valid_losses:?}");
     assert!(report.test_accuracy > 0.6, "test accuracy {} (chance 0.33)", report.test_accuracy);
     assert!(report.params > 0 && report.nodes == 300 && report.edges > 0);
 }
