@@ -159,6 +159,14 @@ pub struct TrainArgs {
     /// (0, 1) (0.5).
     #[arg(long, value_name = "R")]
     pub label_input_rate: Option<f64>,
+    /// Rounds of self-training after the first run: each trains a fresh model with the previous
+    /// best model's confident predictions on the nodes outside the training and validation
+    /// splits as extra labels; the round with the best validation accuracy is kept (0 = off).
+    #[arg(long, value_name = "N")]
+    pub self_training_rounds: Option<usize>,
+    /// Probability a prediction needs to become a self-training pseudo-label, in (0, 1) (0.9).
+    #[arg(long, value_name = "P")]
+    pub self_training_threshold: Option<f64>,
     /// Correct & Smooth (Huang et al. 2021) of the softmax predictions at every evaluation, from
     /// the training labels only: validation (best epoch, early stopping) and test accuracy are
     /// those of the post-processed predictions.
@@ -401,6 +409,8 @@ impl TrainArgs {
         set(&mut c.training.consistency_samples, &self.consistency_samples);
         set(&mut c.training.consistency_temperature, &self.consistency_temperature);
         set(&mut c.training.label_input_rate, &self.label_input_rate);
+        set(&mut c.training.self_training_rounds, &self.self_training_rounds);
+        set(&mut c.training.self_training_threshold, &self.self_training_threshold);
         c.training.correct_smooth |= self.correct_smooth;
         set(&mut c.training.correct_alpha, &self.correct_alpha);
         set(&mut c.training.smooth_alpha, &self.smooth_alpha);

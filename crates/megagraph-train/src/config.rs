@@ -376,6 +376,17 @@ pub struct TrainingConfig {
     /// step (drawn per node and step); the loss is taken on the training nodes that do not,
     /// in (0, 1). Default: 0.5.
     pub label_input_rate: f64,
+    /// Rounds of self-training after the first training run: each round trains a fresh model
+    /// in which every node outside the training and validation splits that the previous
+    /// round's best model predicts with probability at least `self_training_threshold` joins
+    /// the training loss with that prediction as its label (a pseudo-label; no test label is
+    /// read). The run keeps the round with the best validation accuracy (the earliest on a
+    /// tie). One device only, without checkpoints or the label input, in
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's
+    /// loop). Default: 0 (off).
+    pub self_training_rounds: usize,
+    /// Confidence a prediction needs to become a pseudo-label, in (0, 1). Default: 0.9.
+    pub self_training_threshold: f64,
 }
 
 impl Default for TrainingConfig {
@@ -400,6 +411,8 @@ impl Default for TrainingConfig {
             consistency_samples: 2,
             consistency_temperature: 0.5,
             label_input_rate: 0.5,
+            self_training_rounds: 0,
+            self_training_threshold: 0.9,
         }
     }
 }
@@ -557,6 +570,9 @@ impl TrainConfig {
         if parallel && self.optimizer.input_l2 > 0.0 {
             return refuse("optimizer.input_l2");
         }
+        if parallel && self.training.self_training_rounds > 0 {
+            return refuse("training.self_training_rounds");
+        }
         Ok(())
     }
 
@@ -668,6 +684,21 @@ impl TrainConfig {
         }
         if !(self.training.label_input_rate > 0.0 && self.training.label_input_rate < 1.0) {
             return invalid("training.label_input_rate", "must be in (0, 1)");
+        }
+        if !(self.training.self_training_threshold > 0.0 && self.training.self_training_threshold < 1.0) {
+            return invalid("training.self_training_threshold", "must be in (0, 1)");
+        }
+        if self.training.self_training_rounds > 0 && self.training.checkpoint_dir.is_some() {
+            return invalid(
+                "training.self_training_rounds",
+                "runs without checkpoints (its rounds are not saved): leave training.checkpoint_dir unset",
+            );
+        }
+        if self.training.self_training_rounds > 0 && self.model.label_input {
+            return invalid(
+                "training.self_training_rounds",
+                "does not combine with model.label_input (the label input shows true training labels only)",
+            );
         }
         self.check_one_device_only(self.mesh.is_parallel())?;
         if self.model.input_dropout.is_some_and(|p| !probability(p)) {
@@ -943,6 +974,11 @@ mod tests {
             ("[training]\nlabel_input_rate = 1.0\n", "training.label_input_rate"),
             ("[optimizer]\ninput_l2 = -1.0\n", "optimizer.input_l2"),
             ("[optimizer]\ninput_l2 = 0.001\n[mesh]\npp = 2\n", "optimizer.input_l2"),
+            ("[training]\nself_training_threshold = 1.0\n", "training.self_training_threshold"),
+            ("[training]\nself_training_threshold = 0.0\n", "training.self_training_threshold"),
+            ("[training]\nself_training_rounds = 1\n[mesh]\ndp = 2\n", "training.self_training_rounds"),
+            ("[training]\nself_training_rounds = 1\ncheckpoint_dir = \"ckpt\"\n", "training.self_training_rounds"),
+            ("[training]\nself_training_rounds = 1\n[model]\nlabel_input = true\n", "training.self_training_rounds"),
         ] {
             assert_refused(refused, field);
         }

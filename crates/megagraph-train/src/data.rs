@@ -1,6 +1,6 @@
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 use burn::tensor::{Bool, Int, Tensor, TensorData, backend::Backend};
@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::edge_paths::{check_edge_features, edge_paths};
-use crate::error::Result;
+use crate::error::{Result, TrainError};
 use crate::prefetch::{RowBuilder, RowLayout, RowPrefetcher};
 use crate::progress::PrepareProgress;
 use crate::observer::Quiet;
@@ -82,6 +82,9 @@ pub struct SequenceDataset {
     options: SequenceOptions,
     /// Whether batches carry edge paths ([`with_edge_paths`](Self::with_edge_paths)).
     edge_paths: bool,
+    /// Self-training's pseudo-labels ([`set_pseudo_labels`](Self::set_pseudo_labels)): per
+    /// node a class that joins the training loss, or -1.
+    pseudo_labels: RwLock<Option<Arc<Vec<i64>>>>,
 }
 
 /// What building distance rows cost so far, summed over every build (on any thread).
@@ -108,7 +111,8 @@ pub struct NodeBatch<B: Backend> {
     pub graph: GraphBatch<B>,
     /// Class of each position, `[batch, seq]` (0 for padding and unlabelled nodes).
     pub labels: Tensor<B, 2, Int>,
-    /// 1.0 where the position is a training node, else 0.0, `[batch, seq]`.
+    /// 1.0 where the position is a training node (or a pseudo-labelled one, see
+    /// [`SequenceDataset::set_pseudo_labels`]), else 0.0, `[batch, seq]`.
     pub train_weight: Tensor<B, 2>,
     /// Host copy of the node at each position (`None` = padding), row-major `[batch, seq]`.
     pub nodes: Vec<Option<u32>>,
@@ -165,6 +169,7 @@ impl SequenceDataset {
             prefetcher: RowPrefetcher::new(build),
             options,
             edge_paths: false,
+            pseudo_labels: RwLock::new(None),
         })
     }
 
@@ -329,15 +334,67 @@ impl SequenceDataset {
         role != SplitRole::None && self.role(node) == role && self.dataset.labels[node as usize] >= 0
     }
 
-    /// Whether `node` counts in the training loss: a labelled node of the training split.
+    /// Whether `node` is a labelled node of the training split.
     pub fn is_train_node(&self, node: u32) -> bool {
         self.is_scored(node, SplitRole::Train)
     }
 
-    /// Number of training nodes among `nodes` (e.g. a [`NodeBatch`]'s `nodes`): the normalizer
-    /// of a step's loss.
+    /// Sets self-training's pseudo-labels: `labels[v]`, a class or -1, for every node `v`. A
+    /// pseudo-labelled node joins the training loss with that class as its target (in the
+    /// batches' `labels` and `train_weight`), as a training node does; its own split, and the
+    /// accuracies measured on it, are unchanged. `None` removes them.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::InvalidConfig`] (field `pseudo_labels`) when `labels` does not hold one
+    /// entry per node, a class is out of range, or a training or validation node has one.
+    pub fn set_pseudo_labels(&self, labels: Option<Vec<i64>>) -> Result<()> {
+        if let Some(labels) = &labels {
+            let dataset = &self.dataset;
+            let refuse = |reason: String| Err(TrainError::InvalidConfig { field: "pseudo_labels", reason });
+            if labels.len() != dataset.num_nodes() {
+                return refuse(format!("{} labels for {} nodes", labels.len(), dataset.num_nodes()));
+            }
+            for (node, &label) in labels.iter().enumerate() {
+                if label >= dataset.num_classes as i64 || label < -1 {
+                    return refuse(format!("node {node}: class {label} of {} classes", dataset.num_classes));
+                }
+                let role = self.roles[node];
+                if label >= 0 && matches!(role, SplitRole::Train | SplitRole::Valid) {
+                    return refuse(format!("node {node} is a {role:?} node"));
+                }
+            }
+        }
+        *self.pseudo_labels.write().unwrap_or_else(PoisonError::into_inner) = labels.map(Arc::new);
+        Ok(())
+    }
+
+    /// The pseudo-labels set by [`set_pseudo_labels`](Self::set_pseudo_labels), if any.
+    pub fn pseudo_labels(&self) -> Option<Arc<Vec<i64>>> {
+        self.pseudo_labels.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The target of `node` in the training loss, or `None` when it takes no part: its label
+    /// for a training node, its pseudo-label for a pseudo-labelled one.
+    fn loss_target(&self, node: u32, pseudo: Option<&[i64]>) -> Option<i64> {
+        if self.is_train_node(node) {
+            return Some(self.dataset.labels[node as usize]);
+        }
+        pseudo.map(|labels| labels[node as usize]).filter(|&label| label >= 0)
+    }
+
+    /// Whether `node` counts in the training loss: a labelled node of the training split, or a
+    /// pseudo-labelled node.
+    pub fn is_loss_node(&self, node: u32) -> bool {
+        self.loss_target(node, self.pseudo_labels().as_deref().map(Vec::as_slice)).is_some()
+    }
+
+    /// Number of nodes among `nodes` (e.g. a [`NodeBatch`]'s `nodes`) that count in the
+    /// training loss ([`is_loss_node`](Self::is_loss_node)): the normalizer of a step's loss.
     pub fn train_nodes(&self, nodes: &[Option<u32>]) -> usize {
-        nodes.iter().flatten().filter(|&&node| self.is_train_node(node)).count()
+        let pseudo = self.pseudo_labels();
+        let pseudo = pseudo.as_deref().map(Vec::as_slice);
+        nodes.iter().flatten().filter(|&&node| self.loss_target(node, pseudo).is_some()).count()
     }
 
     /// Builds the batch of the sequences at `indices` on `device`.
@@ -470,11 +527,14 @@ impl SequenceDataset {
         let per_node = |f: &dyn Fn(u32) -> i64| -> Vec<i64> { nodes.iter().map(|n| n.map_or(0, f)).collect() };
         let in_degree = per_node(&|n| graph.in_degrees()[n as usize] as i64);
         let out_degree = per_node(&|n| graph.out_degrees()[n as usize] as i64);
-        let labels = per_node(&|n| self.dataset.labels[n as usize].max(0));
+        let pseudo = self.pseudo_labels();
+        let pseudo = pseudo.as_deref().map(Vec::as_slice);
+        let target = |n: u32| self.loss_target(n, pseudo);
+        let labels = per_node(&|n| target(n).unwrap_or(self.dataset.labels[n as usize]).max(0));
         let train_weight: Vec<f32> = nodes
             .iter()
             .map(|n| match n {
-                Some(n) if self.is_train_node(*n) => 1.0,
+                Some(n) if target(*n).is_some() => 1.0,
                 _ => 0.0,
             })
             .collect();

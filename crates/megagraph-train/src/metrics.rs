@@ -86,6 +86,27 @@ pub struct TrainReport {
     pub stopped: String,
     /// One entry per epoch.
     pub history: Vec<EpochMetrics>,
+    /// With self-training (`[training] self_training_rounds`): one entry per round, the first
+    /// run included; the rest of the report is the kept round's. Empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub self_training: Vec<SelfTrainingRound>,
+}
+
+/// One round of self-training, as the report lists it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SelfTrainingRound {
+    /// Round number, 0 for the first run (no pseudo-labels).
+    pub round: usize,
+    /// Nodes that trained with a pseudo-label in this round.
+    pub pseudo_labels: usize,
+    /// The round's best validation accuracy.
+    pub best_valid_accuracy: f64,
+    /// Test accuracy of the round's best model.
+    pub test_accuracy: f64,
+    /// Epochs the round ran.
+    pub epochs_run: usize,
+    /// Whether the run kept this round (the best validation accuracy, the earliest on a tie).
+    pub kept: bool,
 }
 
 impl TrainReport {

@@ -93,7 +93,7 @@ impl<B: Backend> BatchSource<B> for DatasetSource {
             .iter()
             .filter_map(|&index| self.data.sequences.get(index))
             .flatten()
-            .filter(|&&node| self.data.is_train_node(node))
+            .filter(|&&node| self.data.is_loss_node(node))
             .count()
     }
 }

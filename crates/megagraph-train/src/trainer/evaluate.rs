@@ -62,6 +62,54 @@ impl NodeClassificationTrainer<'_> {
         attention: &StepAttention,
     ) -> Result<SplitAccuracy> {
         let dataset = &self.data.dataset;
+        let (predictions, scored) = self.predict_with(model, batches, device, attention)?;
+        let mut correct = [0usize; 3];
+        let mut total = [0usize; 3];
+        let mut valid_loss = 0.0;
+        for (node, (&label, predicted)) in dataset.labels.iter().zip(&scored).enumerate() {
+            let Some(predicted) = *predicted else { continue };
+            let slot = match self.data.role(node as u32) {
+                SplitRole::Train => 0,
+                SplitRole::Valid => 1,
+                SplitRole::Test => 2,
+                SplitRole::None => continue,
+            };
+            if label >= 0 {
+                total[slot] += 1;
+                correct[slot] += usize::from(predicted == label);
+                if slot == 1 {
+                    valid_loss += predictions.loss[node];
+                }
+            }
+        }
+        let ratio = |i: usize| {
+            if total[i] == 0 {
+                0.0
+            } else {
+                correct[i] as f64 / total[i] as f64
+            }
+        };
+        Ok(SplitAccuracy {
+            train: ratio(0),
+            valid: ratio(1),
+            test: ratio(2),
+            valid_loss: if total[1] == 0 { 0.0 } else { valid_loss / total[1] as f64 },
+        })
+    }
+}
+
+impl NodeClassificationTrainer<'_> {
+    /// The model's predictions of every node the `batches` hold ([`Predictions`]), and the
+    /// classes evaluation scores: the model's, or with `[training] correct_smooth` those of
+    /// [`CorrectAndSmooth`].
+    pub(super) fn predict_with<B: GraphAttentionBackend>(
+        &self,
+        model: &GraphTransformer<B>,
+        batches: &[Vec<usize>],
+        device: &B::Device,
+        attention: &StepAttention,
+    ) -> Result<(Predictions<'_>, Vec<Option<i64>>)> {
+        let dataset = &self.data.dataset;
         let (n, classes) = (dataset.num_nodes(), dataset.num_classes);
         let correct_smooth = CorrectAndSmooth::from_config(&self.config.training);
         // the model's logits of every node, `[N, C]`, when a graph-wide step follows
@@ -98,64 +146,34 @@ impl NodeClassificationTrainer<'_> {
                 }
             }
         }
+        let mut scored = None;
         if let Some(logits_of_nodes) = logits_of_nodes {
             let logits = Tensor::<B, 2>::from_data(TensorData::new(logits_of_nodes, [n, classes]), device);
             let logits = match &self.propagation {
                 Some(propagation) => propagation.apply(logits, &propagation.edges(&dataset.graph, &placed)),
                 None => logits,
             };
-            match correct_smooth {
-                Some(correct_smooth) => {
-                    predictions.record(&placed, logits.clone().unsqueeze::<3>());
-                    let probabilities = softmax(logits, 1).into_data().iter::<f32>().collect::<Vec<_>>();
-                    for (slot, class) in predictions.class.iter_mut().zip(correct_smooth.predict(dataset, &probabilities)) {
-                        *slot = Some(class as i64);
-                    }
-                }
-                None => predictions.record(&placed, logits.unsqueeze::<3>()),
+            predictions.record(&placed, logits.clone().unsqueeze::<3>());
+            if let Some(correct_smooth) = correct_smooth {
+                let probabilities = softmax(logits, 1).into_data().iter::<f32>().collect::<Vec<_>>();
+                let corrected = correct_smooth.predict(dataset, &probabilities);
+                scored = Some(corrected.into_iter().map(|class| Some(class as i64)).collect());
             }
         }
-        let mut correct = [0usize; 3];
-        let mut total = [0usize; 3];
-        let mut valid_loss = 0.0;
-        for (node, (&label, predicted)) in dataset.labels.iter().zip(&predictions.class).enumerate() {
-            let Some(predicted) = *predicted else { continue };
-            let slot = match self.data.role(node as u32) {
-                SplitRole::Train => 0,
-                SplitRole::Valid => 1,
-                SplitRole::Test => 2,
-                SplitRole::None => continue,
-            };
-            if label >= 0 {
-                total[slot] += 1;
-                correct[slot] += usize::from(predicted == label);
-                if slot == 1 {
-                    valid_loss += predictions.loss[node];
-                }
-            }
-        }
-        let ratio = |i: usize| {
-            if total[i] == 0 {
-                0.0
-            } else {
-                correct[i] as f64 / total[i] as f64
-            }
-        };
-        Ok(SplitAccuracy {
-            train: ratio(0),
-            valid: ratio(1),
-            test: ratio(2),
-            valid_loss: if total[1] == 0 { 0.0 } else { valid_loss / total[1] as f64 },
-        })
+        let scored = scored.unwrap_or_else(|| predictions.class.clone());
+        Ok((predictions, scored))
     }
 }
 
-/// The model's prediction of each node: its argmax class, and the cross-entropy of its label.
-struct Predictions<'a> {
+/// The model's prediction of each node: its argmax class, that class's probability, and the
+/// cross-entropy of its label.
+pub(super) struct Predictions<'a> {
     /// Labels of every node (negative where unlabelled).
     labels: &'a [i64],
     /// Predicted class of each node, `None` until a batch gave its logits.
-    class: Vec<Option<i64>>,
+    pub(super) class: Vec<Option<i64>>,
+    /// Probability of the predicted class of each node (0 until a batch gave its logits).
+    pub(super) confidence: Vec<f64>,
     /// `-log p(label)` of each labelled node whose logits were given (0 otherwise).
     loss: Vec<f64>,
 }
@@ -166,6 +184,7 @@ impl<'a> Predictions<'a> {
         Self {
             labels,
             class: vec![None; nodes],
+            confidence: vec![0.0; nodes],
             loss: vec![0.0; nodes],
         }
     }
@@ -181,6 +200,8 @@ impl<'a> Predictions<'a> {
             let Some(node) = *node else { continue };
             let node = node as usize;
             self.class[node] = Some(class);
+            let best = usize::try_from(class).ok().and_then(|class| row.get(class));
+            self.confidence[node] = best.map_or(0.0, |&log_p| f64::from(log_p).exp());
             let label = self.labels[node];
             if let Some(&log_p) = usize::try_from(label).ok().and_then(|label| row.get(label)) {
                 self.loss[node] = -f64::from(log_p);
@@ -199,7 +220,7 @@ mod tests {
     use super::Predictions;
 
     #[test]
-    fn predictions_hold_each_nodes_argmax_and_float64_cross_entropy() {
+    fn predictions_hold_each_nodes_argmax_confidence_and_float64_cross_entropy() {
         let seed = rand::random::<u64>();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (batch, seq, classes, nodes) = (2, 5, 4, 12);
@@ -225,13 +246,16 @@ mod tests {
             let row = &logits[position * classes..(position + 1) * classes];
             let argmax = (0..classes).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0);
             assert_eq!(predictions.class[node], Some(argmax as i64), "seed {seed}, node {node}");
+            let confidence = 1.0 / row.iter().map(|x| (x - row[argmax]).exp()).sum::<f64>();
+            assert!((predictions.confidence[node] - confidence).abs() < 1e-5, "seed {seed}, node {node}");
             let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let log_sum = max + row.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
             let expected = if labels[node] < 0 { 0.0 } else { log_sum - row[labels[node] as usize] };
             assert!((predictions.loss[node] - expected).abs() < 1e-5, "seed {seed}, node {node}: {} vs {expected}", predictions.loss[node]);
         }
         for node in (0..nodes).filter(|&v| !seen[v]) {
-            assert_eq!((predictions.class[node], predictions.loss[node]), (None, 0.0), "seed {seed}, node {node}");
+            let unseen = (predictions.class[node], predictions.confidence[node], predictions.loss[node]);
+            assert_eq!(unseen, (None, 0.0, 0.0), "seed {seed}, node {node}");
         }
     }
 }

@@ -2,13 +2,15 @@
 //! users who want epochs, early stopping and checkpoints without burn-train. The loop
 //! ([`fit_on`](NodeClassificationTrainer::fit_on)) is a few named steps, each in its file:
 //! resume (`resume.rs`), epoch (`epoch.rs`: the stopping rule and the optimizer steps),
-//! evaluate (`evaluate.rs`) and report (`report.rs`); the steps themselves run on one device or
+//! evaluate (`evaluate.rs`) and report (`report.rs`), and around them the rounds of
+//! self-training (`self_training.rs`); the steps themselves run on one device or
 //! a mesh through the crate's step engines (`engine/`).
 
 mod epoch;
 mod evaluate;
 mod report;
 mod resume;
+mod self_training;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -245,6 +247,21 @@ impl<'a> NodeClassificationTrainer<'a> {
     /// As [`fit`](Self::fit); no devices, or a device count other than 1 or the mesh's rank
     /// count, is refused naming the field `devices`.
     pub fn fit_on<B>(
+        &self,
+        devices: &[B::Device],
+        observer: &mut dyn TrainObserver,
+    ) -> Result<TrainOutcome<B::InnerBackend>>
+    where
+        B: ContextParallelBackend,
+    {
+        if self.config.training.self_training_rounds > 0 {
+            return self.fit_self_training::<B>(devices, observer);
+        }
+        self.fit_once::<B>(devices, observer)
+    }
+
+    /// One training run of [`fit_on`](Self::fit_on) (a round of self-training, when on).
+    fn fit_once<B>(
         &self,
         devices: &[B::Device],
         observer: &mut dyn TrainObserver,

@@ -66,6 +66,7 @@ impl NodeClassificationTrainer<'_> {
             step_seconds,
             stopped,
             history: state.history,
+            self_training: Vec::new(),
         }
     }
 }

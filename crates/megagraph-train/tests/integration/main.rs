@@ -10,6 +10,7 @@ mod blocks;
 mod fixtures;
 mod learner;
 mod mesh;
+mod self_training;
 mod training;
 
 #[path = "../../../../tests/support/turn.rs"]
