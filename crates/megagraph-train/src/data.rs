@@ -109,7 +109,8 @@ struct HostBlock {
 pub struct NodeBatch<B: Backend> {
     /// Model input.
     pub graph: GraphBatch<B>,
-    /// Class of each position, `[batch, seq]` (0 for padding and unlabelled nodes).
+    /// Class of each position, `[batch, seq]` (0 for padding and unlabelled nodes; a
+    /// pseudo-labelled node's pseudo-label).
     pub labels: Tensor<B, 2, Int>,
     /// 1.0 where the position is a training node (or a pseudo-labelled one, see
     /// [`SequenceDataset::set_pseudo_labels`]), else 0.0, `[batch, seq]`.

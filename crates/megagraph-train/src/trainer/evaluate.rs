@@ -96,9 +96,7 @@ impl NodeClassificationTrainer<'_> {
             valid_loss: if total[1] == 0 { 0.0 } else { valid_loss / total[1] as f64 },
         })
     }
-}
 
-impl NodeClassificationTrainer<'_> {
     /// The model's predictions of every node the `batches` hold ([`Predictions`]), and the
     /// classes evaluation scores: the model's, or with `[training] correct_smooth` those of
     /// [`CorrectAndSmooth`].
