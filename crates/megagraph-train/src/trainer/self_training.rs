@@ -7,7 +7,7 @@ use megagraph_parallel::ContextParallelBackend;
 
 use super::NodeClassificationTrainer;
 use crate::data::SplitRole;
-use crate::engine::StepAttention;
+use crate::attention_schedule::AttentionSchedule;
 use crate::error::Result;
 use crate::metrics::SelfTrainingRound;
 use crate::observer::{TrainObserver, TrainOutcome};
@@ -27,11 +27,12 @@ impl NodeClassificationTrainer<'_> {
     {
         let rounds = self.config.training.self_training_rounds;
         let mut kept = self.fit_once::<B>(devices, observer)?;
+        // the first run refused an empty `devices`
+        let Some(device) = devices.first() else { return Ok(kept) };
         let mut summaries = vec![summary(0, 0, &kept)];
         let mut kept_round = 0;
         let mut teacher = kept.model.clone();
         for round in 1..=rounds {
-            let device = &devices[0];
             let labels = self.pseudo_labels(&teacher, device)?;
             let count = labels.iter().filter(|&&label| label >= 0).count();
             log::info!("self-training round {round} of {rounds}: {count} pseudo-labels");
@@ -56,17 +57,22 @@ impl NodeClassificationTrainer<'_> {
         Ok(kept)
     }
 
-    /// Self-training's pseudo-labels from `model` (evaluated as after an epoch): per node its
+    /// Self-training's pseudo-labels from `model` (evaluated as after an epoch, with the run's
+    /// attention mode; a tuned reformation threshold at its initial value): per node its
     /// predicted class where the node is outside the training and validation splits and the
     /// class's probability is at least `[training] self_training_threshold`, else -1. No
-    /// label is read.
+    /// label decides a pseudo-label.
     pub(super) fn pseudo_labels<B: GraphAttentionBackend>(
         &self,
         model: &GraphTransformer<B>,
         device: &B::Device,
     ) -> Result<Vec<i64>> {
         let threshold = self.config.training.self_training_threshold;
-        let (predictions, _) = self.predict_with(model, &self.evaluation_batches(), device, &StepAttention::Full)?;
+        // the attention evaluation runs with: full, or the sparse attention a sparse run trains
+        let attention = AttentionSchedule::new(self.config.attention.clone(), self.config.training.seed)
+            .with_graph_token(model.graph_token.is_some())
+            .evaluation();
+        let (predictions, _) = self.predict_with(model, &self.evaluation_batches(), device, &attention)?;
         let labels = (0..self.data.dataset.num_nodes())
             .map(|node| {
                 let candidate = matches!(self.data.role(node as u32), SplitRole::Test | SplitRole::None);
