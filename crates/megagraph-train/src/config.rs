@@ -626,6 +626,7 @@ impl TrainConfig {
             })
         };
         let probability = |p: f64| (0.0..1.0).contains(&p);
+        let open_probability = |p: f64| p > 0.0 && p < 1.0;
         if self.data.seq_len < 2 {
             return invalid("data.seq_len", "must be at least 2");
         }
@@ -682,10 +683,10 @@ impl TrainConfig {
         if !(self.training.consistency_temperature > 0.0 && self.training.consistency_temperature <= 1.0) {
             return invalid("training.consistency_temperature", "must be in (0, 1]");
         }
-        if !(self.training.label_input_rate > 0.0 && self.training.label_input_rate < 1.0) {
+        if !open_probability(self.training.label_input_rate) {
             return invalid("training.label_input_rate", "must be in (0, 1)");
         }
-        if !(self.training.self_training_threshold > 0.0 && self.training.self_training_threshold < 1.0) {
+        if !open_probability(self.training.self_training_threshold) {
             return invalid("training.self_training_threshold", "must be in (0, 1)");
         }
         if self.training.self_training_rounds > 0 && self.training.checkpoint_dir.is_some() {

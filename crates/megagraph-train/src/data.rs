@@ -375,27 +375,35 @@ impl SequenceDataset {
         self.pseudo_labels.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// The target of `node` in the training loss, or `None` when it takes no part: its label
-    /// for a training node, its pseudo-label for a pseudo-labelled one.
-    fn loss_target(&self, node: u32, pseudo: Option<&[i64]>) -> Option<i64> {
-        if self.is_train_node(node) {
-            return Some(self.dataset.labels[node as usize]);
+    /// The target of each node in the training loss, `None` for a node that takes no part: its
+    /// label for a training node, its pseudo-label for a pseudo-labelled one. The pseudo-labels
+    /// are read once, when it is called.
+    fn loss_targets(&self) -> impl Fn(u32) -> Option<i64> + '_ {
+        let pseudo = self.pseudo_labels();
+        move |node| {
+            if self.is_train_node(node) {
+                return Some(self.dataset.labels[node as usize]);
+            }
+            pseudo.as_ref().map(|labels| labels[node as usize]).filter(|&label| label >= 0)
         }
-        pseudo.map(|labels| labels[node as usize]).filter(|&label| label >= 0)
     }
 
     /// Whether `node` counts in the training loss: a labelled node of the training split, or a
     /// pseudo-labelled node.
     pub fn is_loss_node(&self, node: u32) -> bool {
-        self.loss_target(node, self.pseudo_labels().as_deref().map(Vec::as_slice)).is_some()
+        self.loss_targets()(node).is_some()
+    }
+
+    /// Number of `nodes` that count in the training loss ([`is_loss_node`](Self::is_loss_node)).
+    pub(crate) fn loss_nodes(&self, nodes: impl IntoIterator<Item = u32>) -> usize {
+        let target = self.loss_targets();
+        nodes.into_iter().filter(|&node| target(node).is_some()).count()
     }
 
     /// Number of nodes among `nodes` (e.g. a [`NodeBatch`]'s `nodes`) that count in the
     /// training loss ([`is_loss_node`](Self::is_loss_node)): the normalizer of a step's loss.
     pub fn train_nodes(&self, nodes: &[Option<u32>]) -> usize {
-        let pseudo = self.pseudo_labels();
-        let pseudo = pseudo.as_deref().map(Vec::as_slice);
-        nodes.iter().flatten().filter(|&&node| self.loss_target(node, pseudo).is_some()).count()
+        self.loss_nodes(nodes.iter().flatten().copied())
     }
 
     /// Builds the batch of the sequences at `indices` on `device`.
@@ -528,9 +536,7 @@ impl SequenceDataset {
         let per_node = |f: &dyn Fn(u32) -> i64| -> Vec<i64> { nodes.iter().map(|n| n.map_or(0, f)).collect() };
         let in_degree = per_node(&|n| graph.in_degrees()[n as usize] as i64);
         let out_degree = per_node(&|n| graph.out_degrees()[n as usize] as i64);
-        let pseudo = self.pseudo_labels();
-        let pseudo = pseudo.as_deref().map(Vec::as_slice);
-        let target = |n: u32| self.loss_target(n, pseudo);
+        let target = self.loss_targets();
         let labels = per_node(&|n| target(n).unwrap_or(self.dataset.labels[n as usize]).max(0));
         let train_weight: Vec<f32> = nodes
             .iter()

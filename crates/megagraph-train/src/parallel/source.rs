@@ -89,11 +89,7 @@ impl<B: Backend> BatchSource<B> for DatasetSource {
     }
 
     fn train_nodes(&self, sequences: &[usize]) -> usize {
-        sequences
-            .iter()
-            .filter_map(|&index| self.data.sequences.get(index))
-            .flatten()
-            .filter(|&&node| self.data.is_loss_node(node))
-            .count()
+        let nodes = sequences.iter().filter_map(|&index| self.data.sequences.get(index)).flatten();
+        self.data.loss_nodes(nodes.copied())
     }
 }
