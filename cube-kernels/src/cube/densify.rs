@@ -18,6 +18,11 @@ const UNITS: usize = 256;
 /// One unit per query row of `dense` (`[batch, q_len, width]`, filled with the far bucket
 /// beforehand): writes the row's stored buckets whose key column lies in
 /// `column_start..column_start + width`.
+///
+/// A row's columns ascend ([`crate::SparseBucketIndex`]'s invariant), so the unit finds the first
+/// one at or past `column_start` by binary search and stops at the first one past the block: a
+/// context-parallel rank that expands one key block per ring step reads its rows' entries of that
+/// block (plus a logarithmic search), not every entry of every row once per block.
 #[cube(launch, address_type = "dynamic")]
 fn densify_kernel<X: Numeric, Y: Numeric>(
     row_offsets: &Tensor<X>,
@@ -37,12 +42,26 @@ fn densify_kernel<X: Numeric, Y: Numeric>(
         let start = u32::cast_from(row_offsets[at]) as usize;
         let end = u32::cast_from(row_offsets[at + row_offsets.stride(1)]) as usize;
         let out = b * dense.stride(0) + i * dense.stride(1);
-        for e in start..end {
-            let column = u32::cast_from(columns[e * columns.stride(0)]) as usize;
-            if column >= column_start && column < column_start + width {
-                dense[out + (column - column_start) * dense.stride(2)] =
-                    buckets[e * buckets.stride(0)];
+        // the first entry whose column is at or past `column_start`
+        let mut low = start;
+        let mut high = end;
+        while low < high {
+            let middle = (low + high) / 2;
+            if (u32::cast_from(columns[middle * columns.stride(0)]) as usize) < column_start {
+                low = middle + 1;
+            } else {
+                high = middle;
             }
+        }
+        let stop = column_start + width;
+        let mut e = low;
+        while e < end {
+            let column = u32::cast_from(columns[e * columns.stride(0)]) as usize;
+            if column >= stop {
+                break;
+            }
+            dense[out + (column - column_start) * dense.stride(2)] = buckets[e * buckets.stride(0)];
+            e += 1;
         }
     }
 }
