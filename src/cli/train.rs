@@ -10,7 +10,7 @@ use super::train_progress::{EpochProgress, PrepareBars};
 use megagraph_graph::SequenceStrategy;
 use megagraph_train::{AttentionMode, DistanceKind, FeaturePropagation, MeshPlan, ReformSetting, TrainConfig};
 use megagraph_train::write_training_curves;
-use super::error::Result;
+use super::error::{CliError, Result};
 use megagraph_train::{NodeClassificationTrainer, TrainReport};
 
 /// Options of `megagraph train`.
@@ -26,8 +26,22 @@ pub struct TrainArgs {
     #[arg(long)]
     pub synthetic: bool,
     /// Split scheme folder under split/ (default: the only or first one).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["class_split", "ratio_split"])]
     pub split: Option<String>,
+    /// Replace the dataset's split with a class-balanced random one: N training nodes from
+    /// every class, then 500 validation and 1000 test nodes (or the sizes of the config's
+    /// [data.class_split]) from the rest, drawn with the run's seed (see --split-seed)
+    #[arg(long, value_name = "N", conflicts_with = "ratio_split")]
+    pub class_split: Option<usize>,
+    /// Replace the dataset's split with a random one by shares of the labelled nodes: TRAIN
+    /// and VALID for training and validation (e.g. 0.6,0.2), the rest for test, drawn with the
+    /// run's seed (see --split-seed)
+    #[arg(long, value_name = "TRAIN,VALID", value_parser = parse_shares)]
+    pub ratio_split: Option<(f64, f64)>,
+    /// Seed of a --class-split or --ratio-split draw, or of the config's (default: the run's
+    /// --seed, so each seed of `eval` draws its own split)
+    #[arg(long, value_name = "N")]
+    pub split_seed: Option<u64>,
     /// Seed of everything random.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -285,6 +299,18 @@ pub struct TrainArgs {
     pub no_cache: bool,
 }
 
+/// `--ratio-split` values: two shares `TRAIN,VALID`, e.g. `0.6,0.2`.
+fn parse_shares(text: &str) -> std::result::Result<(f64, f64), String> {
+    let shares = text
+        .split(',')
+        .map(|share| share.trim().parse::<f64>().map_err(|err| format!("{share:?}: {err}")))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    match shares[..] {
+        [train, valid] => Ok((train, valid)),
+        _ => Err(format!("expected two shares TRAIN,VALID (e.g. 0.6,0.2), got {text:?}")),
+    }
+}
+
 /// `--sequences` values: each [`SequenceStrategy`] by its config-file name.
 fn sequence_strategy() -> impl clap::builder::TypedValueParser<Value = SequenceStrategy> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
@@ -359,6 +385,26 @@ impl TrainArgs {
             c.data.dataset = None;
         }
         set_some(&mut c.data.split, &self.split);
+        if let Some(per_class) = self.class_split {
+            c.data.ratio_split = None;
+            c.data.class_split.get_or_insert_with(Default::default).per_class = per_class;
+        }
+        if let Some((train, valid)) = self.ratio_split {
+            c.data.class_split = None;
+            c.data.ratio_split = Some(megagraph_train::RatioSplitConfig { train, valid, seed: None });
+        }
+        if let Some(seed) = self.split_seed {
+            match (&mut c.data.class_split, &mut c.data.ratio_split) {
+                (Some(class_split), _) => class_split.seed = Some(seed),
+                (None, Some(ratio_split)) => ratio_split.seed = Some(seed),
+                (None, None) => {
+                    return Err(CliError::InvalidFlag {
+                        flag: "split-seed",
+                        reason: "it seeds a random split: give --class-split or --ratio-split (or set one in the config)".into(),
+                    });
+                }
+            }
+        }
         set(&mut c.training.seed, &self.seed);
         set(&mut c.training.epochs, &self.epochs);
         set(&mut c.training.patience, &self.patience);
@@ -569,6 +615,26 @@ mod tests {
         // without a directory anywhere, the config names what is missing
         let error = train_args(&["--resume"]).unwrap().to_config().unwrap_err().to_string();
         assert!(error.contains("training.resume") && error.contains("checkpoint_dir"), "{error}");
+    }
+
+    #[test]
+    fn random_split_flags_set_the_config_tables_and_refuse_a_split_folder() {
+        let config = train_args(&["--class-split", "20"]).unwrap().to_config().unwrap();
+        assert_eq!(config.data.class_split, Some(megagraph_train::ClassSplitConfig::default()));
+        let config = train_args(&["--class-split", "5", "--split-seed", "9"]).unwrap().to_config().unwrap();
+        let class_split = config.data.class_split.unwrap();
+        assert_eq!((class_split.per_class, class_split.seed), (5, Some(9)));
+        let config = train_args(&["--ratio-split", "0.5,0.25", "--split-seed", "3"]).unwrap().to_config().unwrap();
+        let ratio_split = config.data.ratio_split.unwrap();
+        assert_eq!((ratio_split.train, ratio_split.valid, ratio_split.seed), (0.5, 0.25, Some(3)));
+        assert_eq!(config.data.class_split, None);
+        let plain = train_args(&[]).unwrap().to_config().unwrap();
+        assert_eq!((plain.data.class_split, plain.data.ratio_split), (None, None));
+        assert!(train_args(&["--class-split", "20", "--split", "public"]).is_err());
+        assert!(train_args(&["--class-split", "20", "--ratio-split", "0.6,0.2"]).is_err());
+        assert!(train_args(&["--ratio-split", "0.6"]).is_err());
+        assert!(train_args(&["--ratio-split", "0.6,x"]).is_err());
+        assert!(train_args(&["--split-seed", "1"]).unwrap().to_config().is_err());
     }
 
     #[test]

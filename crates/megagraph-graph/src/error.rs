@@ -52,6 +52,28 @@ pub enum GraphError {
         /// The sequence length the rows index.
         seq_len: usize,
     },
+    /// A class has fewer nodes than a class-balanced split draws from each class
+    /// ([`ClassSplit`](crate::ClassSplit)).
+    #[error("class {class} has {count} labelled nodes, fewer than the {per_class} training nodes per class of the split")]
+    ClassTooSmall {
+        /// The class id.
+        class: usize,
+        /// Its labelled nodes.
+        count: usize,
+        /// Training nodes the split draws from each class.
+        per_class: usize,
+    },
+    /// Fewer labelled nodes are left after a class-balanced split's training nodes than its
+    /// validation and test parts ask for ([`ClassSplit`](crate::ClassSplit)).
+    #[error("a split of {valid} validation and {test} test nodes needs {} labelled nodes besides the training nodes; the dataset has {available}", valid + test)]
+    SplitTooLarge {
+        /// Validation nodes asked for.
+        valid: usize,
+        /// Test nodes asked for.
+        test: usize,
+        /// Labelled nodes left after the training nodes.
+        available: usize,
+    },
     /// A configuration field has an invalid value.
     #[error("invalid {field} = {value}: {reason}")]
     InvalidConfig {

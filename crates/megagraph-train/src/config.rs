@@ -11,8 +11,10 @@ use crate::features::FeaturePropagation;
 use crate::mesh_plan::MeshPlan;
 use crate::schedule::WarmupCosine;
 
+mod random_split;
 mod synthetic;
 
+pub use random_split::{ClassSplitConfig, RatioSplitConfig};
 pub use synthetic::{SyntheticConfig, SyntheticKind};
 
 /// Everything that defines a training run. Read from TOML with [`TrainConfig::from_toml_file`];
@@ -54,6 +56,12 @@ pub struct DataConfig {
     pub dataset: Option<PathBuf>,
     /// Split scheme folder under `split/` (unset: the only or first one).
     pub split: Option<String>,
+    /// A class-balanced random split drawn in place of the dataset's own
+    /// (`[data.class_split]`, see [`ClassSplitConfig`]); unset (the default): the split folder's.
+    pub class_split: Option<ClassSplitConfig>,
+    /// A random split by shares of the labelled nodes drawn in place of the dataset's own
+    /// (`[data.ratio_split]`, see [`RatioSplitConfig`]); unset (the default): the split folder's.
+    pub ratio_split: Option<RatioSplitConfig>,
     /// Make every edge go both ways. Default: true.
     pub symmetrize: bool,
     /// Nodes per sequence. Default: 256.
@@ -103,6 +111,8 @@ impl Default for DataConfig {
         Self {
             dataset: None,
             split: None,
+            class_split: None,
+            ratio_split: None,
             symmetrize: true,
             seq_len: 256,
             sequences: SequenceStrategy::Locality,
@@ -630,6 +640,21 @@ impl TrainConfig {
         if self.data.seq_len < 2 {
             return invalid("data.seq_len", "must be at least 2");
         }
+        if let Some(class_split) = &self.data.class_split {
+            if self.data.split.is_some() {
+                return invalid("data.class_split", "replaces the dataset's split: leave data.split unset");
+            }
+            if self.data.ratio_split.is_some() {
+                return invalid("data.class_split", "and data.ratio_split are two random splits: set one");
+            }
+            class_split.validate()?;
+        }
+        if let Some(ratio_split) = &self.data.ratio_split {
+            if self.data.split.is_some() {
+                return invalid("data.ratio_split", "replaces the dataset's split: leave data.split unset");
+            }
+            ratio_split.validate()?;
+        }
         if self.data.max_distance > 254 {
             return invalid("data.max_distance", "must be at most 254 (distances are stored as u8)");
         }
@@ -944,6 +969,28 @@ mod tests {
             let text = format!("[model]\nedge_encoding = true\n{refused}");
             assert_refused(&text, "model.edge_encoding");
         }
+    }
+
+    #[test]
+    fn random_splits_read_from_toml_with_their_defaults_and_refuse_a_split_folder_beside_them() {
+        let config = TrainConfig::from_toml_str("[data.class_split]\nper_class = 10\nseed = 123\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        let class_split = config.data.class_split.expect("the table sets it");
+        assert_eq!((class_split.per_class, class_split.valid, class_split.test), (10, 500, 1000));
+        assert_eq!((class_split.seed_for(7), ClassSplitConfig::default().seed_for(7)), (123, 7));
+        assert_eq!(TrainConfig::default().data.class_split, None);
+        assert_refused("[data]\nsplit = \"public\"\n[data.class_split]\n", "data.class_split");
+        assert_refused("[data.class_split]\nper_class = 0\n", "data.class_split.per_class");
+        assert!(TrainConfig::from_toml_str("[data.class_split]\nvalidation = 5\n").is_err());
+        let config = TrainConfig::from_toml_str("[data.ratio_split]\ntrain = 0.5\n").unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        let ratio_split = config.data.ratio_split.expect("the table sets it");
+        assert_eq!((ratio_split.train, ratio_split.valid, ratio_split.seed), (0.5, 0.2, None));
+        assert_refused("[data.ratio_split]\ntrain = 0.0\n", "data.ratio_split.train");
+        assert_refused("[data.ratio_split]\ntrain = 0.9\n", "data.ratio_split.valid");
+        assert_refused("[data]\nsplit = \"public\"\n[data.ratio_split]\n", "data.ratio_split");
+        assert_refused("[data.class_split]\n[data.ratio_split]\n", "data.class_split");
     }
 
     #[test]

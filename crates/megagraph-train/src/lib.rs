@@ -43,8 +43,8 @@ pub use attention::{AttentionConfig, AttentionMode, REFORM_TILE, ReformRule, Ref
 pub use beta::{BETA_LEVELS, BetaTuner};
 pub use checkpoint::{Checkpointer, TrainState};
 pub use config::{
-    DEFAULT_CONSISTENCY_WEIGHT, DEFAULT_LAYER_SCALE, DEFAULT_PROPAGATION_STEPS, DataConfig, DistanceKind, MeshConfig, ModelConfig,
-    OptimizerConfig, RunContext, SCARCE_LABEL_FRACTION, SyntheticConfig, SyntheticKind, TrainConfig,
+    ClassSplitConfig, DEFAULT_CONSISTENCY_WEIGHT, DEFAULT_LAYER_SCALE, DEFAULT_PROPAGATION_STEPS, DataConfig, DistanceKind, MeshConfig, ModelConfig,
+    OptimizerConfig, RatioSplitConfig, RunContext, SCARCE_LABEL_FRACTION, SyntheticConfig, SyntheticKind, TrainConfig,
     TrainingConfig,
 };
 pub use consistency::ConsistencyRegularization;

@@ -14,7 +14,8 @@ use crate::features::{propagated_features, row_normalized};
 use crate::progress::PrepareProgress;
 
 /// Loads the dataset a configuration names: the directory in `data.dataset`, or the built-in
-/// synthetic graph.
+/// synthetic graph, with its split replaced by a random one drawn with the run's seed (or the
+/// table's) when `data.class_split` or `data.ratio_split` is set.
 pub fn load_dataset(config: &TrainConfig) -> Result<Dataset> {
     load_dataset_with_progress(config, &crate::Quiet)
 }
@@ -25,6 +26,34 @@ pub fn load_dataset_with_progress(
     config: &TrainConfig,
     progress: &dyn PrepareProgress,
 ) -> Result<Dataset> {
+    let mut dataset = load_configured_dataset(config, progress)?;
+    let run_seed = config.training.seed;
+    let drawn = match (&config.data.class_split, &config.data.ratio_split) {
+        (Some(class_split), _) => {
+            let seed = class_split.seed_for(run_seed);
+            Some((class_split.sizes().draw(&dataset.labels, seed)?, "class-balanced", seed))
+        }
+        (None, Some(ratio_split)) => {
+            let seed = ratio_split.seed_for(run_seed);
+            Some((ratio_split.shares().draw(&dataset.labels, seed)?, "ratio", seed))
+        }
+        (None, None) => None,
+    };
+    if let Some((split, kind, seed)) = drawn {
+        log::info!(
+            "{kind} random split of {} (seed {seed}): {} training, {} validation and {} test nodes",
+            dataset.name,
+            split.train.len(),
+            split.valid.len(),
+            split.test.len()
+        );
+        dataset.split = split;
+    }
+    Ok(dataset)
+}
+
+/// The dataset of `data.dataset` (or the synthetic one) with the split it comes with.
+fn load_configured_dataset(config: &TrainConfig, progress: &dyn PrepareProgress) -> Result<Dataset> {
     let data = &config.data;
     let graph_options = GraphOptions {
         symmetrize: data.symmetrize,
@@ -160,4 +189,71 @@ pub fn prepare_with_progress(
         sequences.reorder_clusters(config.attention.clusters, config.training.seed)?;
     }
     Ok(sequences)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ClassSplitConfig, RatioSplitConfig};
+
+    fn synthetic_with(class_split: Option<ClassSplitConfig>, seed: u64) -> TrainConfig {
+        let mut config = TrainConfig::default();
+        config.synthetic.nodes = 400;
+        config.data.class_split = class_split;
+        config.training.seed = seed;
+        config
+    }
+
+    #[test]
+    fn a_class_split_replaces_the_dataset_split_and_follows_the_run_seed() {
+        let sizes = ClassSplitConfig {
+            per_class: 4,
+            valid: 50,
+            test: 100,
+            seed: None,
+        };
+        let own = load_dataset(&synthetic_with(None, 1)).unwrap();
+        let drawn = load_dataset(&synthetic_with(Some(sizes), 1)).unwrap();
+        assert_eq!(drawn.split, sizes.sizes().draw(&own.labels, 1).unwrap());
+        assert_eq!(drawn.split.train.len(), 4 * own.num_classes);
+        assert_ne!(drawn.split, own.split);
+        // the run's seed draws another split; a fixed seed draws the same whatever the run's
+        let other = load_dataset(&synthetic_with(Some(sizes), 2)).unwrap();
+        assert_ne!(other.split.train, drawn.split.train);
+        let fixed = ClassSplitConfig { seed: Some(1), ..sizes };
+        assert_eq!(load_dataset(&synthetic_with(Some(fixed), 2)).unwrap().split, drawn.split);
+        // scarce labels: the run context sees the drawn split
+        assert!(train_fraction(&drawn) < crate::SCARCE_LABEL_FRACTION);
+    }
+
+    #[test]
+    fn a_ratio_split_replaces_the_dataset_split() {
+        let shares = RatioSplitConfig {
+            train: 0.1,
+            valid: 0.3,
+            seed: Some(4),
+        };
+        let mut config = synthetic_with(None, 0);
+        let own = load_dataset(&config).unwrap();
+        config.data.ratio_split = Some(shares);
+        let drawn = load_dataset(&config).unwrap();
+        assert_eq!(drawn.split, shares.shares().draw(&own.labels, 4).unwrap());
+        assert_eq!((drawn.split.train.len(), drawn.split.valid.len(), drawn.split.test.len()), (40, 120, 240));
+    }
+
+    #[test]
+    fn a_class_split_larger_than_the_labels_is_a_typed_error() {
+        let sizes = ClassSplitConfig {
+            per_class: 4,
+            valid: 300,
+            test: 300,
+            seed: None,
+        };
+        let err = load_dataset(&synthetic_with(Some(sizes), 0)).unwrap_err();
+        assert!(
+            matches!(err, TrainError::Graph(megagraph_graph::GraphError::SplitTooLarge { valid: 300, test: 300, .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains("600"), "{err}");
+    }
 }
