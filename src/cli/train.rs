@@ -384,14 +384,22 @@ impl TrainArgs {
         if self.synthetic {
             c.data.dataset = None;
         }
+        // a split flag replaces whatever split the config names
+        if self.split.is_some() {
+            c.data.class_split = None;
+            c.data.ratio_split = None;
+        }
         set_some(&mut c.data.split, &self.split);
         if let Some(per_class) = self.class_split {
+            c.data.split = None;
             c.data.ratio_split = None;
             c.data.class_split.get_or_insert_with(Default::default).per_class = per_class;
         }
         if let Some((train, valid)) = self.ratio_split {
+            c.data.split = None;
             c.data.class_split = None;
-            c.data.ratio_split = Some(megagraph_train::RatioSplitConfig { train, valid, seed: None });
+            let seed = c.data.ratio_split.and_then(|ratio_split| ratio_split.seed);
+            c.data.ratio_split = Some(megagraph_train::RatioSplitConfig { train, valid, seed });
         }
         if let Some(seed) = self.split_seed {
             match (&mut c.data.class_split, &mut c.data.ratio_split) {
@@ -635,6 +643,25 @@ mod tests {
         assert!(train_args(&["--ratio-split", "0.6"]).is_err());
         assert!(train_args(&["--ratio-split", "0.6,x"]).is_err());
         assert!(train_args(&["--split-seed", "1"]).unwrap().to_config().is_err());
+        // a flag replaces the config's split, whichever kind it is
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("folder.toml");
+        std::fs::write(&folder, "[data]\nsplit = \"public\"\n").unwrap();
+        let random = dir.path().join("random.toml");
+        std::fs::write(&random, "[data.class_split]\nper_class = 5\nseed = 4\n").unwrap();
+        let with = |config: &std::path::Path, flags: &[&str]| {
+            let mut args = vec!["--config", config.to_str().unwrap()];
+            args.extend_from_slice(flags);
+            train_args(&args).unwrap().to_config().unwrap().data
+        };
+        let data = with(&folder, &["--class-split", "7"]);
+        assert_eq!((data.split, data.class_split.map(|c| c.per_class)), (None, Some(7)));
+        let data = with(&random, &["--split", "public"]);
+        assert_eq!((data.split.as_deref(), data.class_split), (Some("public"), None));
+        let data = with(&random, &["--class-split", "9"]);
+        assert_eq!(data.class_split.map(|c| (c.per_class, c.seed)), Some((9, Some(4))));
+        let data = with(&random, &["--ratio-split", "0.6,0.2"]);
+        assert_eq!((data.class_split, data.ratio_split.map(|r| r.seed)), (None, Some(None)));
     }
 
     #[test]

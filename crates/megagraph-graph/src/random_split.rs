@@ -7,6 +7,8 @@
 //! nodes drawn from the rest), not on Planetoid's public split; [`ClassSplit::draw`] lets a run
 //! be compared with them on the same protocol.
 
+use std::collections::BTreeMap;
+
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -57,23 +59,20 @@ impl ClassSplit {
                 reason: "a class-balanced split needs at least one training node per class",
             });
         }
-        let num_classes = labels.iter().copied().max().map_or(0, |max| (max + 1).max(0) as usize);
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); num_classes];
+        // the classes present, ascending, each with its nodes ascending
+        let mut members: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
         for (node, &label) in labels.iter().enumerate() {
             if label >= 0 {
-                members[label as usize].push(node as u32);
+                members.entry(label).or_default().push(node as u32);
             }
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut train = Vec::with_capacity(self.per_class * num_classes);
+        let mut train = Vec::with_capacity(self.per_class * members.len());
         let mut rest = Vec::new();
-        for (class, mut nodes) in members.into_iter().enumerate() {
-            if nodes.is_empty() {
-                continue;
-            }
+        for (class, mut nodes) in members {
             if nodes.len() < self.per_class {
                 return Err(GraphError::ClassTooSmall {
-                    class,
+                    class: class as usize,
                     count: nodes.len(),
                     per_class: self.per_class,
                 });
