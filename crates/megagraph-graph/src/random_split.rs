@@ -2,7 +2,7 @@
 //! "random splits" of Planetoid-style benchmarks), and [`RatioSplit`], shares of the labelled
 //! nodes (the random 60/20/20 splits of heterophilous benchmarks).
 //!
-//! SGFormer, NodeFormer and DIFFormer report Cora, CiteSeer and PubMed on such a split
+//! SGFormer and DIFFormer report Cora, CiteSeer and PubMed on such a split
 //! (`--rand_split_class`: 20 training nodes per class, then 500 validation and 1,000 test
 //! nodes drawn from the rest), not on Planetoid's public split; [`ClassSplit::draw`] lets a run
 //! be compared with them on the same protocol.
@@ -104,8 +104,8 @@ impl ClassSplit {
     }
 }
 
-/// Shares of a random split by fractions ([`draw`](Self::draw)), as the random 60/20/20 splits of
-/// heterophilous benchmarks (Geom-GCN's Actor, Chameleon, Squirrel).
+/// Shares of a random split by fractions ([`draw`](Self::draw)), as the 60/20/20 splits over
+/// which heterophilous graphs (Actor, Chameleon, Squirrel) are reported, ten of them averaged.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RatioSplit {
     /// Share of the labelled nodes in the training part, in (0, 1].

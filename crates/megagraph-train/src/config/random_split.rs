@@ -8,7 +8,7 @@ use crate::error::{Result, TrainError};
 
 /// `[data.class_split]`: draw the split at random, `per_class` training nodes from every class,
 /// then `valid` validation and `test` test nodes from the other labelled nodes, in place of
-/// the dataset's split folder (the "random splits" on which SGFormer, NodeFormer and DIFFormer
+/// the dataset's split folder (the "random splits" on which SGFormer and DIFFormer
 /// report Cora, CiteSeer and PubMed: 20, 500 and 1,000, the defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
