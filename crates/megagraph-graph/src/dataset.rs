@@ -38,6 +38,28 @@ pub struct Split {
     pub test: Vec<u32>,
 }
 
+impl Split {
+    /// The split of a node order cut in three: `order[..train_end]` for training,
+    /// `order[train_end..valid_end]` for validation and the rest for test, each part sorted
+    /// ascending.
+    ///
+    /// # Panics
+    ///
+    /// Unless `train_end <= valid_end <= order.len()`.
+    pub(crate) fn from_order(order: &[u32], train_end: usize, valid_end: usize) -> Self {
+        let sorted = |part: &[u32]| {
+            let mut part = part.to_vec();
+            part.sort_unstable();
+            part
+        };
+        Self {
+            train: sorted(&order[..train_end]),
+            valid: sorted(&order[train_end..valid_end]),
+            test: sorted(&order[valid_end..]),
+        }
+    }
+}
+
 /// A node-classification dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {

@@ -90,17 +90,9 @@ impl ClassSplit {
             });
         }
         rest.shuffle(&mut rng);
-        let sorted = |mut nodes: Vec<u32>| {
-            nodes.sort_unstable();
-            nodes
-        };
-        let test = rest[self.valid..self.valid + self.test].to_vec();
-        rest.truncate(self.valid);
-        Ok(Split {
-            train: sorted(train),
-            valid: sorted(rest),
-            test: sorted(test),
-        })
+        let train_end = train.len();
+        train.extend_from_slice(&rest[..self.valid + self.test]);
+        Ok(Split::from_order(&train, train_end, train_end + self.valid))
     }
 }
 
@@ -144,16 +136,7 @@ impl RatioSplit {
         let share = |fraction: f64| (fraction * n as f64 + 1e-9) as usize;
         let train_end = share(train).min(n);
         let valid_end = (train_end + share(valid)).min(n);
-        let sorted = |part: &[u32]| {
-            let mut part = part.to_vec();
-            part.sort_unstable();
-            part
-        };
-        Ok(Split {
-            train: sorted(&nodes[..train_end]),
-            valid: sorted(&nodes[train_end..valid_end]),
-            test: sorted(&nodes[valid_end..]),
-        })
+        Ok(Split::from_order(&nodes, train_end, valid_end))
     }
 }
 

@@ -270,16 +270,7 @@ impl CsbmConfig {
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.shuffle(&mut rng);
         let (nt, nv) = (self.num_train(), self.num_valid());
-        let sorted = |s: &[u32]| {
-            let mut v = s.to_vec();
-            v.sort_unstable();
-            v
-        };
-        let split = Split {
-            train: sorted(&order[..nt]),
-            valid: sorted(&order[nt..nt + nv]),
-            test: sorted(&order[nt + nv..]),
-        };
+        let split = Split::from_order(&order, nt, nt + nv);
 
         Ok(Dataset {
             name: "csbm".into(),
