@@ -77,6 +77,13 @@ pub struct GraphTransformerConfig {
     /// node ([`GraphBatch::label_input`]) added to its input representation. Default: false.
     #[config(default = false)]
     pub label_input: bool,
+    /// Layer norm of the residual stream before the classifier. Without it (`false`) the
+    /// logits scale with the weights, so that an L2 penalty of the weights (see
+    /// [`GraphTransformer::layer_weight_squared_norm`]) bounds them, as in the unnormalized
+    /// MLPs of GCN and GRAND; with it, scaling the weights before the norm changes nothing.
+    /// Default: true.
+    #[config(default = true)]
+    pub final_norm: bool,
 }
 
 /// A Graphormer-style Graph Transformer for node classification.
@@ -90,8 +97,11 @@ pub struct GraphTransformer<B: Backend> {
     pub spatial: SpatialEncoding<B>,
     /// Transformer layers.
     pub layers: Vec<GraphTransformerLayer<B>>,
-    /// Final layer norm.
+    /// Final layer norm (applied when [`final_norm`](Self::final_norm) is set).
     pub norm: LayerNorm<B>,
+    /// Whether [`head`](Self::head) normalizes before the classifier (see
+    /// [`GraphTransformerConfig::final_norm`]).
+    pub final_norm: bool,
     /// Node classifier.
     pub classifier: Linear<B>,
     /// Attention key dropout probability (see [`GraphTransformerConfig::key_dropout`]).
@@ -137,6 +147,7 @@ impl GraphTransformerConfig {
                 .init(device),
             layers: (0..self.num_layers).map(|_| layer.init(device)).collect(),
             norm: LayerNormConfig::new(self.hidden).init(device),
+            final_norm: self.final_norm,
             classifier: LinearConfig::new(self.hidden, self.num_classes).init(device),
             key_dropout: self.key_dropout,
             graph_token: self.graph_token.then(|| {
@@ -216,14 +227,39 @@ impl<B: Backend> GraphTransformer<B> {
         }
     }
 
-    /// Final norm and classifier of the nodes: `[batch, seq, hidden]` (after the graph token,
-    /// if any, which is dropped) → `[batch, seq, num_classes]`.
+    /// Final norm (unless [`final_norm`](Self::final_norm) is off) and classifier of the nodes:
+    /// `[batch, seq, hidden]` (after the graph token, if any, which is dropped) →
+    /// `[batch, seq, num_classes]`.
     pub fn head(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let x = match &self.graph_token {
             Some(token) => token.strip(x),
             None => x,
         };
-        self.classifier.forward(self.norm.forward(x))
+        match self.final_norm {
+            true => self.classifier.forward(self.norm.forward(x)),
+            false => self.classifier.forward(x),
+        }
+    }
+
+    /// The squared norm `Σ ‖W‖²` of the weight matrices of every layer's attention (query,
+    /// key, value and output maps) and feed-forward network, `[1]`: what an L2 penalty of the
+    /// layers reads. Biases, norms and LayerScale are not counted. `0` without layers.
+    pub fn layer_weight_squared_norm(&self) -> Tensor<B, 1> {
+        let device = self.classifier.weight.val().device();
+        self.layers
+            .iter()
+            .flat_map(|layer| {
+                let attention = &layer.attention;
+                [&attention.query, &attention.key, &attention.value, &attention.output, &layer.ffn_in, &layer.ffn_out]
+            })
+            .map(|linear| linear.weight.val().powi_scalar(2).sum())
+            .fold(Tensor::zeros([1], &device), |total, norm| total + norm)
+    }
+
+    /// The squared norm `‖W‖²` of the classifier's weight matrix, `[1]`: what an L2 penalty of
+    /// the classifier reads.
+    pub fn classifier_weight_squared_norm(&self) -> Tensor<B, 1> {
+        self.classifier.weight.val().powi_scalar(2).sum()
     }
 
     /// Per-node logits of a batch, `[batch, seq, num_classes]`, with `attend` as every layer's

@@ -127,6 +127,10 @@ pub struct TrainArgs {
     /// evaluation shows every training node's label (one device).
     #[arg(long)]
     pub label_input: bool,
+    /// No layer norm before the classifier: the logits then scale with the weights, so that
+    /// --layer-l2 and --classifier-l2 bound them (one device).
+    #[arg(long)]
+    pub no_final_norm: bool,
     /// APPNP's predict-then-propagate head: K rounds of Z ← (1 − α) Â Z + α H over the logits
     /// H, the loss taken on Z (0 = off; unset: 10 where labels are scarce, that is on one device
     /// with a training split under 10% of the nodes, off elsewhere; one device only).
@@ -154,6 +158,14 @@ pub struct TrainArgs {
     /// decay of GCN and APPNP (0 = off; one device).
     #[arg(long, value_name = "L")]
     pub input_l2: Option<f64>,
+    /// L2 penalty λ of the layers' weight matrices (attention and FFN): λ/2 Σ ‖W‖² added to the
+    /// loss (0 = off; one device).
+    #[arg(long, value_name = "L")]
+    pub layer_l2: Option<f64>,
+    /// L2 penalty λ of the classifier's weight matrix: λ/2 ‖W‖² added to the loss (0 = off; one
+    /// device).
+    #[arg(long, value_name = "L")]
+    pub classifier_l2: Option<f64>,
     /// Label smoothing of the cross-entropy: targets 1 − E on the label plus E / classes.
     #[arg(long, value_name = "E")]
     pub label_smoothing: Option<f64>,
@@ -451,6 +463,7 @@ impl TrainArgs {
         c.model.graph_token |= self.graph_token;
         c.model.edge_encoding |= self.edge_encoding;
         c.model.label_input |= self.label_input;
+        c.model.final_norm &= !self.no_final_norm;
         set_some(&mut c.model.propagation_steps, &self.propagation_steps);
         set(&mut c.model.propagation_alpha, &self.propagation_alpha);
         set(&mut c.model.propagation_edge_dropout, &self.propagation_edge_dropout);
@@ -458,6 +471,8 @@ impl TrainArgs {
         set_some(&mut c.optimizer.lr, &self.lr);
         set(&mut c.optimizer.weight_decay, &self.weight_decay);
         set(&mut c.optimizer.input_l2, &self.input_l2);
+        set(&mut c.optimizer.layer_l2, &self.layer_l2);
+        set(&mut c.optimizer.classifier_l2, &self.classifier_l2);
         set(&mut c.training.label_smoothing, &self.label_smoothing);
         set_some(&mut c.training.consistency_weight, &self.consistency_weight);
         set(&mut c.training.consistency_samples, &self.consistency_samples);
@@ -719,5 +734,22 @@ mod tests {
         // GPU backends parse (and default to 2) even in builds without them
         let gpu = train_args(&["--backend", "cuda"]).unwrap();
         assert_eq!(gpu.to_config().ok().map(|c| c.data.prefetch_batches), Some(Some(2)));
+    }
+
+    #[test]
+    fn the_final_norm_and_l2_flags_reach_the_config() {
+        let config = train_args(&["--no-final-norm", "--layer-l2", "0.01", "--classifier-l2", "0.02", "--input-l2", "0.03"])
+            .unwrap()
+            .to_config()
+            .unwrap();
+        assert!(!config.model.final_norm);
+        let optimizer = &config.optimizer;
+        assert_eq!((optimizer.input_l2, optimizer.layer_l2, optimizer.classifier_l2), (0.03, 0.01, 0.02));
+        // without the flag a config's `final_norm = false` holds
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.toml");
+        std::fs::write(&file, "[model]\nfinal_norm = false\n").unwrap();
+        assert!(!train_args(&["--config", file.to_str().unwrap()]).unwrap().to_config().unwrap().model.final_norm);
+        assert!(train_args(&[]).unwrap().to_config().unwrap().model.final_norm);
     }
 }

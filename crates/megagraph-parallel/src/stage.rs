@@ -84,12 +84,20 @@ impl<B: Backend> StageModule<B> {
                 reason: "the label input runs on one device only (mesh 1 x 1 x 1)",
             });
         }
+        if !model.final_norm {
+            return Err(ParallelError::Model {
+                field: "final_norm",
+                value: 0,
+                reason: "a head without the final norm runs on one device only (mesh 1 x 1 x 1)",
+            });
+        }
         let GraphTransformer {
             input,
             centrality,
             spatial,
             layers,
             norm,
+            final_norm: _,
             classifier,
             key_dropout,
             graph_token: _,
@@ -150,6 +158,7 @@ impl<B: Backend> StageModule<B> {
             spatial: spatial?,
             layers,
             norm: norm?,
+            final_norm: true,
             classifier: classifier?,
             key_dropout,
             graph_token: None,

@@ -257,6 +257,11 @@ pub struct ModelConfig {
     /// node's label. One device only (mesh 1 x 1 x 1); burn-train's
     /// [`MegaGraphTrainer`](crate::MegaGraphTrainer) shows no labels. Default: false.
     pub label_input: bool,
+    /// Layer norm before the classifier ([`GraphTransformerConfig::final_norm`]). Off, the
+    /// logits scale with the weights, so that `optimizer.layer_l2` and
+    /// `optimizer.classifier_l2` bound them, as in GRAND's and GCN's unnormalized MLPs. One
+    /// device only (mesh 1 x 1 x 1). Default: true.
+    pub final_norm: bool,
 }
 
 impl Default for ModelConfig {
@@ -285,6 +290,7 @@ impl Default for ModelConfig {
             propagation_edge_dropout: 0.0,
             input_propagation_steps: 0,
             label_input: false,
+            final_norm: model.final_norm,
         }
     }
 }
@@ -305,6 +311,16 @@ pub struct OptimizerConfig {
     /// burn-train's [`MegaGraphTrainer`](crate::MegaGraphTrainer) does not apply it.
     /// Default: 0.0 (off).
     pub input_l2: f64,
+    /// L2 penalty `λ` of the layers: `λ/2 Σ ‖W‖²` of the weight matrices of every layer's
+    /// attention (query, key, value, output) and feed-forward network, added to the loss
+    /// (coupled, as `input_l2`). One device only (mesh 1 x 1 x 1); burn-train's
+    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer) does not apply it. Default: 0.0 (off).
+    pub layer_l2: f64,
+    /// L2 penalty `λ` of the classifier: `λ/2 ‖W‖²` of its weight matrix, added to the loss
+    /// (coupled, as `input_l2`). Where `model.final_norm` is off it bounds the logits' scale.
+    /// One device only (mesh 1 x 1 x 1); burn-train's
+    /// [`MegaGraphTrainer`](crate::MegaGraphTrainer) does not apply it. Default: 0.0 (off).
+    pub classifier_l2: f64,
     /// Epochs of linear warm-up. Default: 5.
     pub warmup_epochs: usize,
     /// Final learning rate as a fraction of `lr`. Default: 0.05.
@@ -317,6 +333,8 @@ impl Default for OptimizerConfig {
             lr: None,
             weight_decay: 5e-3,
             input_l2: 0.0,
+            layer_l2: 0.0,
+            classifier_l2: 0.0,
             warmup_epochs: 5,
             min_lr_ratio: 0.05,
         }
@@ -580,6 +598,15 @@ impl TrainConfig {
         if parallel && self.optimizer.input_l2 > 0.0 {
             return refuse("optimizer.input_l2");
         }
+        if parallel && self.optimizer.layer_l2 > 0.0 {
+            return refuse("optimizer.layer_l2");
+        }
+        if parallel && self.optimizer.classifier_l2 > 0.0 {
+            return refuse("optimizer.classifier_l2");
+        }
+        if parallel && !self.model.final_norm {
+            return refuse("model.final_norm");
+        }
         if parallel && self.training.self_training_rounds > 0 {
             return refuse("training.self_training_rounds");
         }
@@ -742,8 +769,14 @@ impl TrainConfig {
         if self.optimizer.weight_decay < 0.0 {
             return invalid("optimizer.weight_decay", "must not be negative");
         }
-        if !(self.optimizer.input_l2 >= 0.0 && self.optimizer.input_l2.is_finite()) {
-            return invalid("optimizer.input_l2", "must be a non-negative number (0 = off)");
+        for (field, l2) in [
+            ("optimizer.input_l2", self.optimizer.input_l2),
+            ("optimizer.layer_l2", self.optimizer.layer_l2),
+            ("optimizer.classifier_l2", self.optimizer.classifier_l2),
+        ] {
+            if !(l2 >= 0.0 && l2.is_finite()) {
+                return invalid(field, "must be a non-negative number (0 = off)");
+            }
         }
         if self.training.epochs == 0 {
             return invalid("training.epochs", "must be at least 1");
@@ -853,6 +886,7 @@ impl TrainConfig {
         .with_key_dropout(self.key_dropout(RunContext::STANDARD))
         .with_graph_token(m.graph_token)
         .with_label_input(m.label_input)
+        .with_final_norm(m.final_norm)
         .with_layer_scale(self.layer_scale(RunContext::STANDARD))
     }
 }
@@ -994,6 +1028,19 @@ mod tests {
     }
 
     #[test]
+    fn the_final_norm_and_the_l2_penalties_read_from_toml() {
+        let text = "[model]\nfinal_norm = false\n[optimizer]\ninput_l2 = 0.1\nlayer_l2 = 0.2\nclassifier_l2 = 0.3\n";
+        let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        let optimizer = &config.optimizer;
+        assert_eq!((optimizer.input_l2, optimizer.layer_l2, optimizer.classifier_l2), (0.1, 0.2, 0.3));
+        assert!(!config.model_config(Some(3), 10, 2).final_norm);
+        let default = TrainConfig::default();
+        assert!(default.model.final_norm && default.model_config(Some(3), 10, 2).final_norm);
+        assert_eq!((default.optimizer.layer_l2, default.optimizer.classifier_l2), (0.0, 0.0));
+    }
+
+    #[test]
     fn propagation_and_consistency_read_from_toml_and_bad_values_name_their_field() {
         let text = "[model]\npropagation_steps = 10\npropagation_alpha = 0.2\ninput_propagation_steps = 3\n[training]\nconsistency_weight = 1.0\nconsistency_samples = 3\nconsistency_temperature = 0.4\n";
         let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
@@ -1022,6 +1069,11 @@ mod tests {
             ("[training]\nlabel_input_rate = 1.0\n", "training.label_input_rate"),
             ("[optimizer]\ninput_l2 = -1.0\n", "optimizer.input_l2"),
             ("[optimizer]\ninput_l2 = 0.001\n[mesh]\npp = 2\n", "optimizer.input_l2"),
+            ("[optimizer]\nlayer_l2 = -1.0\n", "optimizer.layer_l2"),
+            ("[optimizer]\nlayer_l2 = 0.001\n[mesh]\ndp = 2\n", "optimizer.layer_l2"),
+            ("[optimizer]\nclassifier_l2 = inf\n", "optimizer.classifier_l2"),
+            ("[optimizer]\nclassifier_l2 = 0.001\n[mesh]\ncp = 2\n", "optimizer.classifier_l2"),
+            ("[model]\nfinal_norm = false\n[mesh]\npp = 2\n", "model.final_norm"),
             ("[training]\nself_training_threshold = 1.0\n", "training.self_training_threshold"),
             ("[training]\nself_training_threshold = 0.0\n", "training.self_training_threshold"),
             ("[training]\nself_training_rounds = 1\n[mesh]\ndp = 2\n", "training.self_training_rounds"),

@@ -5,6 +5,7 @@
 
 mod mesh;
 mod single;
+mod l2_penalty;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use megagraph_models::GraphTransformer;
 use megagraph_parallel::{NodeConfig, OptimizerRecord};
 
 use crate::data::SequenceDataset;
+pub(crate) use l2_penalty::L2Penalty;
 use crate::consistency::ConsistencyRegularization;
 use crate::error::Result;
 use crate::input_propagation::InputPropagation;
@@ -100,9 +102,9 @@ pub(crate) struct EngineSetup<B: AutodiffBackend> {
     pub structure_dropout: f64,
     /// Label smoothing ε of the loss (0 = plain cross-entropy).
     pub label_smoothing: f64,
-    /// L2 penalty λ of the input projection, `λ/2 ‖W‖²` added to the loss (single-device engine
-    /// only; the configuration refuses it on a mesh; 0 = none).
-    pub input_l2: f64,
+    /// The coupled L2 penalties of the weights added to the loss (single-device engine only;
+    /// the configuration refuses them on a mesh).
+    pub l2: L2Penalty,
     /// APPNP's propagation of the logits before the loss (single-device engine only; the
     /// configuration refuses it on a mesh).
     pub propagation: Option<Arc<PredictionPropagation>>,

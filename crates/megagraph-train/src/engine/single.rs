@@ -10,7 +10,7 @@ use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use megagraph_models::{GraphAttentionBackend, GraphTransformer, masked_smoothed_cross_entropy};
 use megagraph_parallel::{OptimizerRecord, trainable};
 
-use super::{EngineSetup, Inner, RankFigures, StepAttention, StepEngine};
+use super::{EngineSetup, Inner, L2Penalty, RankFigures, StepAttention, StepEngine};
 use crate::consistency::ConsistencyRegularization;
 use crate::data::{NodeBatch, SequenceDataset};
 use crate::error::Result;
@@ -29,7 +29,7 @@ pub(crate) struct SingleDeviceEngine<B: AutodiffBackend> {
     data: Arc<SequenceDataset>,
     structure_dropout: f64,
     label_smoothing: f64,
-    input_l2: f64,
+    l2: L2Penalty,
     propagation: Option<Arc<PredictionPropagation>>,
     input_propagation: Option<Arc<InputPropagation>>,
     consistency: Option<ConsistencyRegularization>,
@@ -56,7 +56,7 @@ where
             data: setup.data,
             structure_dropout: setup.structure_dropout,
             label_smoothing: setup.label_smoothing,
-            input_l2: setup.input_l2,
+            l2: setup.l2,
             propagation: setup.propagation,
             input_propagation: setup.input_propagation,
             consistency: setup.consistency,
@@ -151,11 +151,7 @@ where
             Some(consistency) => supervised + consistency.loss(&sampled, present_positions(&batch.nodes, &batch.labels)),
             None => supervised,
         };
-        let loss = if self.input_l2 > 0.0 {
-            loss + model.input.weight_squared_norm() * (self.input_l2 / 2.0)
-        } else {
-            loss
-        };
+        let loss = self.l2.add_to(loss, &model);
         let value = loss.clone().into_scalar().elem::<f64>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         self.model = Some(self.optimizer.step(lr, model, grads));

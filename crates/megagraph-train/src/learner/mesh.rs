@@ -19,7 +19,7 @@ use megagraph_models::GraphAttentionBackend;
 use megagraph_parallel::{ContextParallelBackend, OptimizerRecord};
 
 use super::{NodeClassifier, ParallelPlacement, SequenceBatch};
-use crate::engine::{EngineSetup, MeshEngine, StepEngine};
+use crate::engine::{EngineSetup, L2Penalty, MeshEngine, StepEngine};
 
 /// The epochs of a parallel placement: its [`MeshEngine`], started at the first training batch
 /// (it needs the batch's dataset) and kept across epochs.
@@ -132,7 +132,7 @@ where
                 data: first.data.clone(),
                 structure_dropout: first.structure_dropout.map_or(0.0, |(p, _)| p),
                 label_smoothing: learner.model().label_smoothing,
-                input_l2: 0.0,
+                l2: L2Penalty::default(),
                 propagation: None,
                 input_propagation: None,
                 consistency: None,

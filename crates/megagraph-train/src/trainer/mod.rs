@@ -26,7 +26,7 @@ use crate::checkpoint::Checkpointer;
 use crate::config::{MeshConfig, RunContext, TrainConfig};
 use crate::consistency::ConsistencyRegularization;
 use crate::data::SequenceDataset;
-use crate::engine::{EngineSetup, MeshEngine, SingleDeviceEngine, StepEngine};
+use crate::engine::{EngineSetup, L2Penalty, MeshEngine, SingleDeviceEngine, StepEngine};
 use crate::error::{Result, TrainError};
 use crate::mesh_plan::MeshPlan;
 use crate::metrics::EpochMetrics;
@@ -364,7 +364,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             data: self.data.clone(),
             structure_dropout: self.config.data.structure_dropout,
             label_smoothing: self.config.training.label_smoothing,
-            input_l2: self.config.optimizer.input_l2,
+            l2: L2Penalty::from_config(&self.config.optimizer),
             propagation: self.propagation.clone(),
             input_propagation: self.input_propagation.clone(),
             consistency: ConsistencyRegularization::from_config(&self.config, self.run_context()),

@@ -333,25 +333,34 @@ fn label_input_trains_and_its_predictions_read_the_training_labels_only() {
 }
 
 #[test]
-fn the_input_l2_penalty_shrinks_the_input_projection_and_adds_to_the_loss() {
+fn each_l2_penalty_shrinks_its_weights_and_adds_to_the_loss() {
     let _turn = crate::turn();
     let mut config = tiny_config();
     config.training.epochs = 3;
+    // without the final norm, so that the classifier's scale is not the norm's to undo
+    config.model.final_norm = false;
     let device = Default::default();
-    let fit = |config: &TrainConfig| {
+    type Outcome = megagraph_train::TrainOutcome<Flex>;
+    let fit = |config: &TrainConfig| -> Outcome {
         NodeClassificationTrainer::new(config, prepare(config).expect("prepare"))
             .fit::<Autodiff<Flex>>(&device, &mut Quiet)
             .expect("train")
     };
+    let sum = |t: burn::tensor::Tensor<Flex, 1>| -> f64 { t.into_data().iter::<f64>().sum() };
     let plain = fit(&config);
-    let mut penalized = config.clone();
-    penalized.optimizer.input_l2 = 1.0;
-    let penalized = fit(&penalized);
-    let norm = |outcome: &megagraph_train::TrainOutcome<Flex>| -> f64 {
-        outcome.model.input.weight_squared_norm().into_data().iter::<f64>().sum()
-    };
-    assert!(norm(&penalized) < 0.8 * norm(&plain), "{} vs {}", norm(&penalized), norm(&plain));
-    // the first step's loss includes λ/2 ‖W‖² of the initial weights, the same in both runs
-    let first = |outcome: &megagraph_train::TrainOutcome<Flex>| outcome.report.history[0].loss;
-    assert!(first(&penalized) > first(&plain), "{} vs {}", first(&penalized), first(&plain));
+    let penalties: [(&str, fn(&mut TrainConfig), fn(&Outcome) -> burn::tensor::Tensor<Flex, 1>); 3] = [
+        ("input_l2", |c| c.optimizer.input_l2 = 1.0, |o| o.model.input.weight_squared_norm()),
+        ("layer_l2", |c| c.optimizer.layer_l2 = 1.0, |o| o.model.layer_weight_squared_norm()),
+        ("classifier_l2", |c| c.optimizer.classifier_l2 = 1.0, |o| o.model.classifier_weight_squared_norm()),
+    ];
+    for (field, set, norm) in penalties {
+        let mut penalized = config.clone();
+        set(&mut penalized);
+        let penalized = fit(&penalized);
+        let (shrunk, unpenalized) = (sum(norm(&penalized)), sum(norm(&plain)));
+        assert!(shrunk < 0.8 * unpenalized, "{field}: {shrunk} vs {unpenalized}");
+        // the first step's loss includes λ/2 ‖W‖² of the initial weights, the same in both runs
+        let first = |outcome: &Outcome| outcome.report.history[0].loss;
+        assert!(first(&penalized) > first(&plain), "{field}: {} vs {}", first(&penalized), first(&plain));
+    }
 }
