@@ -3,9 +3,11 @@
 //! [`NodeClassificationTrainer`](crate::NodeClassificationTrainer)'s loop and
 //! [`MegaGraphTrainer`](crate::MegaGraphTrainer)'s parallel placement both step through it).
 
+mod l2_penalty;
 mod mesh;
 mod single;
-mod l2_penalty;
+
+pub(crate) use l2_penalty::L2Penalty;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +18,6 @@ use megagraph_models::GraphTransformer;
 use megagraph_parallel::{NodeConfig, OptimizerRecord};
 
 use crate::data::SequenceDataset;
-pub(crate) use l2_penalty::L2Penalty;
 use crate::consistency::ConsistencyRegularization;
 use crate::error::Result;
 use crate::input_propagation::InputPropagation;
