@@ -574,43 +574,32 @@ impl TrainConfig {
     }
 
     /// Refuses, when the run is `parallel` (a mesh, or several nodes), what runs on one device
-    /// only: the propagation of the logits or the consistency regularization set above 0 (unset,
-    /// they are off there).
+    /// only, naming the first such field that is on: the propagation of the logits or the
+    /// consistency regularization set above 0 (unset, they are off there), the random
+    /// propagation, the label input, the L2 penalties, a head without its final norm and
+    /// self-training.
     pub(crate) fn check_one_device_only(&self, parallel: bool) -> Result<()> {
-        let refuse = |field| {
-            Err(TrainError::InvalidConfig {
+        if !parallel {
+            return Ok(());
+        }
+        let one_device_only = [
+            ("training.consistency_weight", self.training.consistency_weight.is_some_and(|weight| weight > 0.0)),
+            ("model.propagation_steps", self.model.propagation_steps.is_some_and(|steps| steps > 0)),
+            ("model.input_propagation_steps", self.model.input_propagation_steps > 0),
+            ("model.label_input", self.model.label_input),
+            ("optimizer.input_l2", self.optimizer.input_l2 > 0.0),
+            ("optimizer.layer_l2", self.optimizer.layer_l2 > 0.0),
+            ("optimizer.classifier_l2", self.optimizer.classifier_l2 > 0.0),
+            ("model.final_norm", !self.model.final_norm),
+            ("training.self_training_rounds", self.training.self_training_rounds > 0),
+        ];
+        match one_device_only.into_iter().find(|&(_, on)| on) {
+            Some((field, _)) => Err(TrainError::InvalidConfig {
                 field,
                 reason: "runs on one device only: set mesh.pp = cp = dp = micro_batches = 1, on one node".into(),
-            })
-        };
-        if parallel && self.training.consistency_weight.is_some_and(|weight| weight > 0.0) {
-            return refuse("training.consistency_weight");
+            }),
+            None => Ok(()),
         }
-        if parallel && self.model.propagation_steps.is_some_and(|steps| steps > 0) {
-            return refuse("model.propagation_steps");
-        }
-        if parallel && self.model.input_propagation_steps > 0 {
-            return refuse("model.input_propagation_steps");
-        }
-        if parallel && self.model.label_input {
-            return refuse("model.label_input");
-        }
-        if parallel && self.optimizer.input_l2 > 0.0 {
-            return refuse("optimizer.input_l2");
-        }
-        if parallel && self.optimizer.layer_l2 > 0.0 {
-            return refuse("optimizer.layer_l2");
-        }
-        if parallel && self.optimizer.classifier_l2 > 0.0 {
-            return refuse("optimizer.classifier_l2");
-        }
-        if parallel && !self.model.final_norm {
-            return refuse("model.final_norm");
-        }
-        if parallel && self.training.self_training_rounds > 0 {
-            return refuse("training.self_training_rounds");
-        }
-        Ok(())
     }
 
     /// This configuration with every unset field of the recipe set to its value for `run`
