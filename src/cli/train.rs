@@ -193,6 +193,11 @@ pub struct TrainArgs {
     /// Probability a prediction needs to become a self-training pseudo-label, in (0, 1) (0.9).
     #[arg(long, value_name = "P")]
     pub self_training_threshold: Option<f64>,
+    /// Snapshot ensemble: the run's validation and test accuracy are those of the mean softmax
+    /// predictions of the K epochs with the best validation accuracy, not of the best epoch
+    /// alone (0 or 1 = off; not with --correct-smooth or --checkpoint-dir).
+    #[arg(long, value_name = "K")]
+    pub ensemble_epochs: Option<usize>,
     /// Correct & Smooth (Huang et al. 2021) of the softmax predictions at every evaluation, from
     /// the training labels only: validation (best epoch, early stopping) and test accuracy are
     /// those of the post-processed predictions.
@@ -480,6 +485,7 @@ impl TrainArgs {
         set(&mut c.training.label_input_rate, &self.label_input_rate);
         set(&mut c.training.self_training_rounds, &self.self_training_rounds);
         set(&mut c.training.self_training_threshold, &self.self_training_threshold);
+        set(&mut c.training.ensemble_epochs, &self.ensemble_epochs);
         c.training.correct_smooth |= self.correct_smooth;
         set(&mut c.training.correct_alpha, &self.correct_alpha);
         set(&mut c.training.smooth_alpha, &self.smooth_alpha);
@@ -569,6 +575,12 @@ pub fn train(
         r.seconds_per_epoch,
         r.params
     );
+    if let Some(ensemble) = &r.ensemble {
+        println!(
+            "  (the accuracies above are those of the snapshot ensemble of epochs {:?})",
+            ensemble.epochs
+        );
+    }
     if let Some(path) = config
         .training
         .metrics_out
@@ -734,6 +746,16 @@ mod tests {
         // GPU backends parse (and default to 2) even in builds without them
         let gpu = train_args(&["--backend", "cuda"]).unwrap();
         assert_eq!(gpu.to_config().ok().map(|c| c.data.prefetch_batches), Some(Some(2)));
+    }
+
+    #[test]
+    fn the_ensemble_flag_reaches_the_config() {
+        let config = train_args(&["--ensemble-epochs", "5"]).unwrap().to_config().unwrap();
+        assert_eq!(config.training.ensemble_epochs, 5);
+        assert_eq!(train_args(&[]).unwrap().to_config().unwrap().training.ensemble_epochs, 0);
+        // refused beside Correct & Smooth, by name
+        let err = train_args(&["--ensemble-epochs", "5", "--correct-smooth"]).unwrap().to_config().unwrap_err();
+        assert!(err.to_string().contains("training.ensemble_epochs"), "{err}");
     }
 
     #[test]

@@ -415,6 +415,17 @@ pub struct TrainingConfig {
     pub self_training_rounds: usize,
     /// Confidence a prediction needs to become a pseudo-label, in (0, 1). Default: 0.9.
     pub self_training_threshold: f64,
+    /// Snapshot ensemble: the softmax predictions of the `ensemble_epochs` epochs with the best
+    /// validation accuracy (the earlier epoch on a tie) are averaged, and the run's
+    /// `best_valid_accuracy` and `test_accuracy` are those of the mean
+    /// ([`TrainReport::ensemble`](crate::TrainReport::ensemble) names the epochs); the returned
+    /// model stays the best epoch's. Early stopping still reads each epoch's own accuracy.
+    /// Holds `ensemble_epochs × nodes × classes` floats on the host. Applied by
+    /// [`NodeClassificationTrainer`](crate::NodeClassificationTrainer) (the command line's
+    /// loop); refused beside `correct_smooth`, and beside `checkpoint_dir` (the kept
+    /// predictions are not checkpointed). Default: 0 (off; 1, the best epoch alone, is the
+    /// same).
+    pub ensemble_epochs: usize,
 }
 
 impl Default for TrainingConfig {
@@ -441,6 +452,7 @@ impl Default for TrainingConfig {
             label_input_rate: 0.5,
             self_training_rounds: 0,
             self_training_threshold: 0.9,
+            ensemble_epochs: 0,
         }
     }
 }
@@ -736,6 +748,18 @@ impl TrainConfig {
                 "runs without checkpoints (its rounds are not saved): leave training.checkpoint_dir unset",
             );
         }
+        if self.training.ensemble_epochs > 1 && self.training.correct_smooth {
+            return invalid(
+                "training.ensemble_epochs",
+                "does not combine with training.correct_smooth (the ensemble averages the model's own predictions)",
+            );
+        }
+        if self.training.ensemble_epochs > 1 && self.training.checkpoint_dir.is_some() {
+            return invalid(
+                "training.ensemble_epochs",
+                "runs without checkpoints (its epochs' predictions are not saved): leave training.checkpoint_dir unset",
+            );
+        }
         if self.training.self_training_rounds > 0 && self.model.label_input {
             return invalid(
                 "training.self_training_rounds",
@@ -1017,6 +1041,17 @@ mod tests {
     }
 
     #[test]
+    fn the_ensemble_epochs_read_from_toml() {
+        let config = TrainConfig::from_toml_str("[training]\nensemble_epochs = 5\n").unwrap_or_else(|e| panic!("{e}"));
+        config.validate().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.training.ensemble_epochs, 5);
+        assert_eq!(TrainConfig::default().training.ensemble_epochs, 0);
+        // one epoch is the best epoch alone: nothing to refuse beside Correct & Smooth
+        let one = TrainConfig::from_toml_str("[training]\nensemble_epochs = 1\ncorrect_smooth = true\n").unwrap_or_else(|e| panic!("{e}"));
+        one.validate().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
     fn the_final_norm_and_the_l2_penalties_read_from_toml() {
         let text = "[model]\nfinal_norm = false\n[optimizer]\ninput_l2 = 0.1\nlayer_l2 = 0.2\nclassifier_l2 = 0.3\n";
         let config = TrainConfig::from_toml_str(text).unwrap_or_else(|e| panic!("{e}"));
@@ -1067,6 +1102,8 @@ mod tests {
             ("[training]\nself_training_threshold = 0.0\n", "training.self_training_threshold"),
             ("[training]\nself_training_rounds = 1\n[mesh]\ndp = 2\n", "training.self_training_rounds"),
             ("[training]\nself_training_rounds = 1\ncheckpoint_dir = \"ckpt\"\n", "training.self_training_rounds"),
+            ("[training]\nensemble_epochs = 3\ncorrect_smooth = true\n", "training.ensemble_epochs"),
+            ("[training]\nensemble_epochs = 3\ncheckpoint_dir = \"ckpt\"\n", "training.ensemble_epochs"),
             ("[training]\nself_training_rounds = 1\n[model]\nlabel_input = true\n", "training.self_training_rounds"),
         ] {
             assert_refused(refused, field);

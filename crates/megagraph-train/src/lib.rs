@@ -59,7 +59,7 @@ pub use learner::{
     MegaGraphTrainer, NodeClassifier, NodeLearningComponents, ParallelPlacement, Placement, ScoredBatch, SequenceBatch, SequenceBatcher,
     SplitSequences,
 };
-pub use metrics::{EpochMetrics, SelfTrainingRound, TrainReport};
+pub use metrics::{EnsembleReport, EpochMetrics, SelfTrainingRound, TrainReport};
 pub use input_propagation::InputPropagation;
 pub use label_input::{LabelInput, ShownLabels};
 pub use prediction_propagation::{PredictionPropagation, PropagationEdges};

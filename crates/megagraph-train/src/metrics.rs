@@ -90,6 +90,22 @@ pub struct TrainReport {
     /// run included; the rest of the report is the kept round's. Empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub self_training: Vec<SelfTrainingRound>,
+    /// With a snapshot ensemble (`[training] ensemble_epochs`): its epochs and accuracies;
+    /// `best_valid_accuracy` and `test_accuracy` above are then the ensemble's, and the best
+    /// epoch's own figures are in `history`. `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ensemble: Option<EnsembleReport>,
+}
+
+/// The snapshot ensemble of a run (`[training] ensemble_epochs`), as the report lists it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnsembleReport {
+    /// The epochs whose softmax predictions were averaged, best validation accuracy first.
+    pub epochs: Vec<usize>,
+    /// Validation accuracy of the averaged predictions.
+    pub valid_accuracy: f64,
+    /// Test accuracy of the averaged predictions.
+    pub test_accuracy: f64,
 }
 
 /// One round of self-training, as the report lists it.

@@ -46,23 +46,27 @@ impl NodeClassificationTrainer<'_> {
         batches: &[Vec<usize>],
         device: &B::Device,
     ) -> SplitAccuracy {
-        self.evaluate_with(model, batches, device, &StepAttention::Full)
+        self.evaluate_with(model, batches, device, &StepAttention::Full, false)
             .unwrap_or_else(|_| unreachable!("full attention builds no edges and cannot fail"))
+            .0
     }
 
     /// [`evaluate`](Self::evaluate) with the attention core `attention`. With
     /// `[training] correct_smooth` the accuracies are those of the model's softmax predictions
     /// after [`CorrectAndSmooth`] (which reads the training labels only); the validation loss is
-    /// always that of the model's own predictions.
+    /// always that of the model's own predictions. With `keep_probabilities`, also the softmax
+    /// probabilities of every node, `[nodes, classes]` (those of the predictions the validation
+    /// loss reads), for a snapshot ensemble.
     pub(super) fn evaluate_with<B: GraphAttentionBackend>(
         &self,
         model: &GraphTransformer<B>,
         batches: &[Vec<usize>],
         device: &B::Device,
         attention: &StepAttention,
-    ) -> Result<SplitAccuracy> {
+        keep_probabilities: bool,
+    ) -> Result<(SplitAccuracy, Option<Vec<f32>>)> {
         let dataset = &self.data.dataset;
-        let (predictions, scored) = self.predict_with(model, batches, device, attention)?;
+        let (mut predictions, scored) = self.predict_with(model, batches, device, attention, keep_probabilities)?;
         let mut correct = [0usize; 3];
         let mut total = [0usize; 3];
         let mut valid_loss = 0.0;
@@ -89,29 +93,32 @@ impl NodeClassificationTrainer<'_> {
                 correct[i] as f64 / total[i] as f64
             }
         };
-        Ok(SplitAccuracy {
+        let accuracy = SplitAccuracy {
             train: ratio(0),
             valid: ratio(1),
             test: ratio(2),
             valid_loss: if total[1] == 0 { 0.0 } else { valid_loss / total[1] as f64 },
-        })
+        };
+        Ok((accuracy, predictions.probabilities.take()))
     }
 
     /// The model's predictions of every node the `batches` hold ([`Predictions`]), and the
     /// classes evaluation scores: the model's, or with `[training] correct_smooth` those of
-    /// [`CorrectAndSmooth`].
+    /// [`CorrectAndSmooth`]. With `keep_probabilities` the predictions also hold the softmax
+    /// probabilities of every node ([`Predictions::probabilities`]).
     pub(super) fn predict_with<B: GraphAttentionBackend>(
         &self,
         model: &GraphTransformer<B>,
         batches: &[Vec<usize>],
         device: &B::Device,
         attention: &StepAttention,
+        keep_probabilities: bool,
     ) -> Result<(Predictions<'_>, Vec<Option<i64>>)> {
         let dataset = &self.data.dataset;
         let (n, classes) = (dataset.num_nodes(), dataset.num_classes);
         let correct_smooth = CorrectAndSmooth::from_config(&self.config.training);
         // the model's logits of every node, `[N, C]`, when a graph-wide step follows
-        let whole_graph = correct_smooth.is_some() || self.propagation.is_some();
+        let whole_graph = correct_smooth.is_some() || self.propagation.is_some() || keep_probabilities;
         let mut logits_of_nodes = whole_graph.then(|| vec![0.0f32; n * classes]);
         // the nodes whose logits the batches gave (in place: node `v` at position `v`)
         let mut placed: Vec<Option<u32>> = vec![None; n];
@@ -152,10 +159,13 @@ impl NodeClassificationTrainer<'_> {
                 None => logits,
             };
             predictions.record(&placed, logits.clone().unsqueeze::<3>());
-            if let Some(correct_smooth) = correct_smooth {
+            if correct_smooth.is_some() || keep_probabilities {
                 let probabilities = softmax(logits, 1).into_data().iter::<f32>().collect::<Vec<_>>();
-                let corrected = correct_smooth.predict(dataset, &probabilities);
-                scored = Some(corrected.into_iter().map(|class| Some(class as i64)).collect());
+                if let Some(correct_smooth) = correct_smooth {
+                    let corrected = correct_smooth.predict(dataset, &probabilities);
+                    scored = Some(corrected.into_iter().map(|class| Some(class as i64)).collect());
+                }
+                predictions.probabilities = keep_probabilities.then_some(probabilities);
             }
         }
         let scored = scored.unwrap_or_else(|| predictions.class.clone());
@@ -174,6 +184,9 @@ pub(super) struct Predictions<'a> {
     pub(super) confidence: Vec<f64>,
     /// `-log p(label)` of each labelled node whose logits were given (0 otherwise).
     loss: Vec<f64>,
+    /// Softmax probabilities of every node, `[nodes, classes]`, when asked for (see
+    /// [`NodeClassificationTrainer::predict_with`]).
+    pub(super) probabilities: Option<Vec<f32>>,
 }
 
 impl<'a> Predictions<'a> {
@@ -184,6 +197,7 @@ impl<'a> Predictions<'a> {
             class: vec![None; nodes],
             confidence: vec![0.0; nodes],
             loss: vec![0.0; nodes],
+            probabilities: None,
         }
     }
 

@@ -2,10 +2,12 @@
 //! users who want epochs, early stopping and checkpoints without burn-train. The loop
 //! ([`fit_on`](NodeClassificationTrainer::fit_on)) is a few named steps, each in its file:
 //! resume (`resume.rs`), epoch (`epoch.rs`: the stopping rule and the optimizer steps),
-//! evaluate (`evaluate.rs`) and report (`report.rs`), and around them the rounds of
+//! evaluate (`evaluate.rs`, with the snapshot ensemble of `ensemble.rs`) and report
+//! (`report.rs`), and around them the rounds of
 //! self-training (`self_training.rs`); the steps themselves run on one device or
 //! a mesh through the crate's step engines (`engine/`).
 
+mod ensemble;
 mod epoch;
 mod evaluate;
 mod report;
@@ -38,6 +40,7 @@ use crate::prepare::train_fraction;
 use crate::prefetch::RowLayout;
 
 pub use evaluate::SplitAccuracy;
+use ensemble::SnapshotEnsemble;
 use crate::observer::{TrainObserver, TrainOutcome};
 
 /// Node-classification training of a [`GraphTransformer`] on a [`SequenceDataset`]: AdamW with
@@ -306,6 +309,7 @@ impl<'a> NodeClassificationTrainer<'a> {
             .with_tuner(state.beta_tuner.clone())
             .with_graph_token(graph_token);
 
+        let mut ensemble = (self.config.training.ensemble_epochs > 1).then(|| SnapshotEnsemble::new(self.config.training.ensemble_epochs));
         let mut step_seconds = Vec::new();
         let stopped = loop {
             if let Some(reason) = self.stop_reason(&state) {
@@ -315,7 +319,8 @@ impl<'a> NodeClassificationTrainer<'a> {
             let mut trained = self.train_epoch(engine.as_mut(), &plan, &mut state, device, &schedule, observer)?;
             step_seconds.append(&mut trained.step_seconds);
             let current = engine.model()?;
-            let accuracy = self.evaluate_with(&current, &evaluation, device, &schedule.evaluation())?;
+            let (accuracy, probabilities) =
+                self.evaluate_with(&current, &evaluation, device, &schedule.evaluation(), ensemble.is_some())?;
             let epoch = state.epoch + 1;
             observer.attention_steps(epoch, &trained.full_steps);
             if let Some(beta) = schedule.epoch_finished(epoch, trained.loss, (self.epoch_seconds)(epoch, started)) {
@@ -333,6 +338,9 @@ impl<'a> NodeClassificationTrainer<'a> {
                 seconds: started.elapsed().as_secs_f64(),
                 learning_rate: trained.learning_rate,
             };
+            if let (Some(ensemble), Some(probabilities)) = (ensemble.as_mut(), probabilities) {
+                ensemble.offer(epoch, accuracy.valid, probabilities);
+            }
             let improved = state.record_epoch(metrics.clone());
             if improved {
                 best = current.clone();
@@ -345,7 +353,20 @@ impl<'a> NodeClassificationTrainer<'a> {
                 return Err(TrainError::Interrupted { epoch });
             }
         };
-        let report = self.report(state, best.num_params(), &engine.rank_figures(), step_seconds, stopped);
+        let mut report = self.report(state, best.num_params(), &engine.rank_figures(), step_seconds, stopped);
+        if let Some(scored) = ensemble.and_then(|ensemble| ensemble.report(&self.data)) {
+            log::info!(
+                "snapshot ensemble of epochs {:?}: valid {:.4}, test {:.4} (best epoch alone: {:.4}, {:.4})",
+                scored.epochs,
+                scored.valid_accuracy,
+                scored.test_accuracy,
+                report.best_valid_accuracy,
+                report.test_accuracy
+            );
+            report.best_valid_accuracy = scored.valid_accuracy;
+            report.test_accuracy = scored.test_accuracy;
+            report.ensemble = Some(scored);
+        }
         Ok(TrainOutcome { model: best, report })
     }
 

@@ -67,6 +67,7 @@ impl NodeClassificationTrainer<'_> {
             stopped,
             history: state.history,
             self_training: Vec::new(),
+            ensemble: None,
         }
     }
 }

@@ -72,7 +72,7 @@ impl NodeClassificationTrainer<'_> {
         let attention = AttentionSchedule::new(self.config.attention.clone(), self.config.training.seed)
             .with_graph_token(model.graph_token.is_some())
             .evaluation();
-        let (predictions, _) = self.predict_with(model, &self.evaluation_batches(), device, &attention)?;
+        let (predictions, _) = self.predict_with(model, &self.evaluation_batches(), device, &attention, false)?;
         let labels = (0..self.data.dataset.num_nodes())
             .map(|node| {
                 let candidate = matches!(self.data.role(node as u32), SplitRole::Test | SplitRole::None);

@@ -364,3 +364,35 @@ fn each_l2_penalty_shrinks_its_weights_and_adds_to_the_loss() {
         assert!(first(&penalized) > first(&plain), "{field}: {} vs {}", first(&penalized), first(&plain));
     }
 }
+
+#[test]
+fn a_snapshot_ensemble_averages_the_best_epochs_and_leaves_training_unchanged() {
+    let _turn = crate::turn();
+    let mut config = tiny_config();
+    config.training.epochs = 8;
+    let plain = without_times(run(&config));
+    assert!(plain.ensemble.is_none());
+    config.training.ensemble_epochs = 3;
+    let ensembled = without_times(run(&config));
+    // training and each epoch's evaluation are those of the run without it
+    assert_eq!(ensembled.history, plain.history);
+    assert_eq!(ensembled.best_epoch, plain.best_epoch);
+    // its epochs: the three best validation accuracies, the earlier epoch on a tie
+    let mut order: Vec<&megagraph_train::EpochMetrics> = plain.history.iter().collect();
+    order.sort_by(|a, b| b.valid_accuracy.total_cmp(&a.valid_accuracy));
+    let want: Vec<usize> = order[..3].iter().map(|m| m.epoch).collect();
+    let ensemble = ensembled.ensemble.clone().expect("the report's ensemble");
+    assert_eq!(ensemble.epochs, want);
+    assert_eq!((ensembled.best_valid_accuracy, ensembled.test_accuracy), (ensemble.valid_accuracy, ensemble.test_accuracy));
+    for accuracy in [ensemble.valid_accuracy, ensemble.test_accuracy] {
+        assert!((0.0..=1.0).contains(&accuracy), "{ensemble:?}");
+    }
+
+    // an ensemble of one epoch scores as that epoch
+    config.training.epochs = 1;
+    let one = run(&config);
+    let ensemble = one.ensemble.expect("the report's ensemble");
+    let epoch = &one.history[0];
+    assert_eq!(ensemble.epochs, vec![1]);
+    assert_eq!((ensemble.valid_accuracy, ensemble.test_accuracy), (epoch.valid_accuracy, epoch.test_accuracy));
+}
