@@ -309,7 +309,9 @@ impl<'a> NodeClassificationTrainer<'a> {
             .with_tuner(state.beta_tuner.clone())
             .with_graph_token(graph_token);
 
-        let mut ensemble = (self.config.training.ensemble_epochs > 1).then(|| SnapshotEnsemble::new(self.config.training.ensemble_epochs));
+        // the snapshot ensemble of the best epochs' predictions, when on
+        let ensemble_epochs = self.config.training.ensemble_epochs;
+        let mut ensemble = (ensemble_epochs > 1).then(|| SnapshotEnsemble::new(ensemble_epochs));
         let mut step_seconds = Vec::new();
         let stopped = loop {
             if let Some(reason) = self.stop_reason(&state) {
