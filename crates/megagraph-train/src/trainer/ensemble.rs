@@ -2,7 +2,8 @@
 //! (`[training] ensemble_epochs`): the run's predictions are the mean of those epochs' softmax
 //! predictions instead of the best epoch's alone.
 
-use crate::data::{SequenceDataset, SplitRole};
+use super::evaluate::SplitTally;
+use crate::data::SequenceDataset;
 use crate::metrics::EnsembleReport;
 
 /// One epoch's predictions of every node, kept by [`SnapshotEnsemble`].
@@ -79,27 +80,17 @@ impl SnapshotEnsemble {
         if self.kept.is_empty() {
             return None;
         }
-        let labels = &data.dataset.labels;
         let classes = data.dataset.num_classes.max(1);
-        let mean = self.mean_probabilities();
-        let (mut correct, mut total) = ([0usize; 2], [0usize; 2]);
-        for (node, (&label, row)) in labels.iter().zip(mean.chunks(classes)).enumerate() {
-            let slot = match data.role(node as u32) {
-                SplitRole::Valid => 0,
-                SplitRole::Test => 1,
-                SplitRole::Train | SplitRole::None => continue,
-            };
-            if label < 0 {
-                continue;
-            }
-            total[slot] += 1;
-            correct[slot] += usize::from(argmax(row) == label as usize);
-        }
-        let ratio = |slot: usize| if total[slot] == 0 { 0.0 } else { correct[slot] as f64 / total[slot] as f64 };
+        let scored: Vec<Option<i64>> = self
+            .mean_probabilities()
+            .chunks(classes)
+            .map(|row| Some(argmax(row) as i64))
+            .collect();
+        let tally = SplitTally::of(data, &scored);
         Some(EnsembleReport {
             epochs: self.epochs(),
-            valid_accuracy: ratio(0),
-            test_accuracy: ratio(1),
+            valid_accuracy: tally.accuracy(SplitTally::VALID),
+            test_accuracy: tally.accuracy(SplitTally::TEST),
         })
     }
 }

@@ -7,7 +7,7 @@ use megagraph_models::{GraphAttentionBackend, GraphTransformer};
 
 use super::NodeClassificationTrainer;
 use crate::correct_smooth::CorrectAndSmooth;
-use crate::data::{NodeBatch, SplitRole};
+use crate::data::{NodeBatch, SequenceDataset, SplitRole};
 use crate::engine::StepAttention;
 use crate::error::Result;
 use crate::label_input::LabelInput;
@@ -65,39 +65,19 @@ impl NodeClassificationTrainer<'_> {
         attention: &StepAttention,
         keep_probabilities: bool,
     ) -> Result<(SplitAccuracy, Option<Vec<f32>>)> {
-        let dataset = &self.data.dataset;
         let (mut predictions, scored) = self.predict_with(model, batches, device, attention, keep_probabilities)?;
-        let mut correct = [0usize; 3];
-        let mut total = [0usize; 3];
-        let mut valid_loss = 0.0;
-        for (node, (&label, predicted)) in dataset.labels.iter().zip(&scored).enumerate() {
-            let Some(predicted) = *predicted else { continue };
-            let slot = match self.data.role(node as u32) {
-                SplitRole::Train => 0,
-                SplitRole::Valid => 1,
-                SplitRole::Test => 2,
-                SplitRole::None => continue,
-            };
-            if label >= 0 {
-                total[slot] += 1;
-                correct[slot] += usize::from(predicted == label);
-                if slot == 1 {
-                    valid_loss += predictions.loss[node];
-                }
-            }
-        }
-        let ratio = |i: usize| {
-            if total[i] == 0 {
-                0.0
-            } else {
-                correct[i] as f64 / total[i] as f64
-            }
-        };
+        let tally = SplitTally::of(&self.data, &scored);
+        // the validation loss over the nodes the validation accuracy counts
+        let valid_loss: f64 = (0..scored.len())
+            .filter(|&node| SplitTally::counts(&self.data, node, &scored) == Some(SplitTally::VALID))
+            .map(|node| predictions.loss[node])
+            .sum();
+        let valid_nodes = tally.total[SplitTally::VALID];
         let accuracy = SplitAccuracy {
-            train: ratio(0),
-            valid: ratio(1),
-            test: ratio(2),
-            valid_loss: if total[1] == 0 { 0.0 } else { valid_loss / total[1] as f64 },
+            train: tally.accuracy(SplitTally::TRAIN),
+            valid: tally.accuracy(SplitTally::VALID),
+            test: tally.accuracy(SplitTally::TEST),
+            valid_loss: if valid_nodes == 0 { 0.0 } else { valid_loss / valid_nodes as f64 },
         };
         Ok((accuracy, predictions.probabilities.take()))
     }
@@ -170,6 +150,62 @@ impl NodeClassificationTrainer<'_> {
         }
         let scored = scored.unwrap_or_else(|| predictions.class.clone());
         Ok((predictions, scored))
+    }
+}
+
+/// Per split (train, valid, test): the labelled nodes that have a predicted class, and how many
+/// of those classes are right. What evaluation's accuracies (and a snapshot ensemble's) count.
+pub(super) struct SplitTally {
+    /// Right classes per split.
+    pub(super) correct: [usize; 3],
+    /// Labelled nodes with a class per split.
+    pub(super) total: [usize; 3],
+}
+
+impl SplitTally {
+    /// Index of the training split.
+    pub(super) const TRAIN: usize = 0;
+    /// Index of the validation split.
+    pub(super) const VALID: usize = 1;
+    /// Index of the test split.
+    pub(super) const TEST: usize = 2;
+
+    /// The tally of `scored` (per node a predicted class, or `None`) against `data`'s labels.
+    pub(super) fn of(data: &SequenceDataset, scored: &[Option<i64>]) -> Self {
+        let mut tally = Self {
+            correct: [0; 3],
+            total: [0; 3],
+        };
+        for node in 0..scored.len() {
+            if let (Some(split), Some(predicted)) = (Self::counts(data, node, scored), scored[node]) {
+                tally.total[split] += 1;
+                tally.correct[split] += usize::from(predicted == data.dataset.labels[node]);
+            }
+        }
+        tally
+    }
+
+    /// The split whose accuracy counts `node`: one when the node is in a split, labelled, and
+    /// has a class in `scored`; `None` otherwise.
+    pub(super) fn counts(data: &SequenceDataset, node: usize, scored: &[Option<i64>]) -> Option<usize> {
+        let labelled = data.dataset.labels.get(node).is_some_and(|&label| label >= 0);
+        if !labelled || scored.get(node).copied().flatten().is_none() {
+            return None;
+        }
+        match data.role(node as u32) {
+            SplitRole::Train => Some(Self::TRAIN),
+            SplitRole::Valid => Some(Self::VALID),
+            SplitRole::Test => Some(Self::TEST),
+            SplitRole::None => None,
+        }
+    }
+
+    /// Accuracy on split `split`, 0 where it counts no node.
+    pub(super) fn accuracy(&self, split: usize) -> f64 {
+        match self.total[split] {
+            0 => 0.0,
+            total => self.correct[split] as f64 / total as f64,
+        }
     }
 }
 
