@@ -5,6 +5,7 @@
 use megagraph_graph::{Dataset, Graph};
 use rayon::prelude::*;
 
+use crate::class_argmax::class_argmax;
 use crate::config::TrainingConfig;
 use crate::features::{gcn_norm, normalized_adjacency_times};
 
@@ -61,12 +62,7 @@ impl CorrectAndSmooth {
         let smoothed = self.apply(&dataset.graph, probabilities, classes, &training_labels(dataset));
         smoothed
             .chunks(classes.max(1))
-            .map(|row| {
-                row.iter()
-                    .enumerate()
-                    .fold((0, f32::NEG_INFINITY), |best, (k, &p)| if p > best.1 { (k, p) } else { best })
-                    .0
-            })
+            .map(class_argmax)
             .collect()
     }
 

@@ -8,6 +8,7 @@ mod attention;
 mod attention_schedule;
 mod beta;
 mod checkpoint;
+mod class_argmax;
 mod config;
 mod consistency;
 mod correct_smooth;

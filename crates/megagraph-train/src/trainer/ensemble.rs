@@ -3,6 +3,7 @@
 //! predictions instead of the best epoch's alone.
 
 use super::evaluate::SplitTally;
+use crate::class_argmax::class_argmax;
 use crate::data::SequenceDataset;
 use crate::metrics::EnsembleReport;
 
@@ -84,7 +85,7 @@ impl SnapshotEnsemble {
         let scored: Vec<Option<i64>> = self
             .mean_probabilities()
             .chunks(classes)
-            .map(|row| Some(argmax(row) as i64))
+            .map(|row| Some(class_argmax(row) as i64))
             .collect();
         let tally = SplitTally::of(data, &scored);
         Some(EnsembleReport {
@@ -93,17 +94,6 @@ impl SnapshotEnsemble {
             test_accuracy: tally.accuracy(SplitTally::TEST),
         })
     }
-}
-
-/// Index of the largest value of `row` (the first on a tie; 0 for an empty row).
-fn argmax(row: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &value) in row.iter().enumerate() {
-        if value > row[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 #[cfg(test)]
